@@ -608,43 +608,53 @@ def _run_id(ref: str) -> str:
 
 
 def _resume_folder(broker: str | None, run_id: str) -> Path:
-    """Where ``resume RUN_ID`` without --out writes the reports: the folder run ``run_id``'s items were released to
-    (:meth:`~ragscore_workers.store.RunStore.released_to`: its reports are there, and its resume takes them back from
-    it; where a later run into it moved them, :func:`~.reports.previous.moved_reports`), else, for a run not released,
-    the folder it writes them to (:meth:`~ragscore_workers.store.RunStore.out_dir`), said under --quiet too (not
-    progress: where to find the reports); else ``ragscore-out``, as for an unknown run (the resume says why), a
-    submitted run (no folder) or a released one whose folder is gone while the store still has its items, or a run
-    whose folder another run's reports took. ConfigError where that folder is gone and the items left the store: only
-    the folder its reports are in now can give them back."""
-    from .reports.previous import moved_reports
-    from .runner import recorded_run
+    """Where ``resume RUN_ID`` without --out writes the reports, one rule: the folder that holds them now, found
+    (:func:`~.reports.previous.moved_reports`: a later run into it may have moved them to its previous/, told the
+    store or not) from the one the store names for the run: the folder its items were released to
+    (:meth:`~ragscore_workers.store.RunStore.released_to`: its resume takes them back from it), else the folder it
+    writes them to (:meth:`~ragscore_workers.store.RunStore.out_dir`), else, for a run of a ragscore that recorded
+    neither, the one its reports were last written to (:meth:`~ragscore_workers.store.RunStore.reports_dir`); else
+    ``ragscore-out``, as for an unknown run (the resume says why), a submitted run (no folder), or one whose reports
+    no folder holds (gone, or another run's there) while the store still has its items. Said under --quiet too (not
+    progress: where to find the reports); evaluate()'s temporary folder is none. ConfigError where no folder holds them
+    and the items left the store: only the folder its reports are in now can give them back."""
+    from .reports.previous import moved_reports, run_named
+    from .runner import TEMPORARY_MARK
 
     try:
         store, _ = _run_store(broker, run_id)
-        released = store.released_to(run_id)
+        named = [
+            (store.released_to(run_id), "where its reports are"),
+            (store.out_dir(run_id), "the folder it writes its reports to"),
+            (store.reports_dir(run_id), "the folder its reports were last written to (the store names no folder it "
+                                        "writes them to: a run of an older ragscore)"),
+        ]  # fmt: skip
     except ConfigError:
         return Path("ragscore-out")
-    why = "where its reports are"
-    if released is None:
-        folder, why = store.out_dir(run_id), "the folder it writes its reports to"
-        if folder is not None and (recorded_run(Path(folder)) or {}).get("run_id", run_id) != run_id:
-            folder = None  # another run's reports are there now (one that another broker's store ran took it)
-    else:
-        folder = str(moved_reports(Path(released), run_id))  # a cluster run's move, which told not its store
-        if not Path(folder).is_dir():
-            try:
-                store.check_items_kept(run_id)  # still in the store: resumed as a run not released is
-            except ConfigError:
-                raise ConfigError(
-                    f"Run {run_id}: its items left the store once its reports were written to {folder}, which is "
-                    f"gone: `ragscore resume {run_id} --out DIR` takes them back from the folder DIR its reports are "
-                    "in now; to score the run again, run it again"
-                ) from None
-            folder = None
-    if folder is None:
-        return Path("ragscore-out")
+    # not evaluate()'s temporary folder (its reports_dir), removed once its process exits
+    folders = [(Path(folder), why) for folder, why in named if folder and not (Path(folder) / TEMPORARY_MARK).exists()]
+    if not folders:
+        return _resuming(run_id, Path("ragscore-out"), "the store names no folder for its reports (a submitted run's, "
+                                                       "or an older ragscore's that wrote none)")  # fmt: skip
+    folder, why = folders[0]
+    if run_named(found := moved_reports(folder, run_id)) == run_id:
+        return _resuming(run_id, found, why)
+    held = "is gone" if not found.is_dir() else "holds them no more"
+    try:
+        store.check_items_kept(run_id)  # still in the store: resumed as a run with no folder is
+    except ConfigError:
+        raise ConfigError(
+            f"Run {run_id}: its items left the store once its reports were written to {found}, which {held}: "
+            f"`ragscore resume {run_id} --out DIR` takes them back from the folder DIR its reports are in now; to "
+            "score the run again, run it again"
+        ) from None
+    return _resuming(run_id, Path("ragscore-out"), f"as {found}/, the folder the store names for it, {held}")
+
+
+def _resuming(run_id: str, folder: Path, why: str) -> Path:
+    """``folder``, where ``resume RUN_ID`` writes the reports, said with ``why`` (under --quiet too)."""
     err.print(f"resuming run {run_id} in {folder}/, {why} (--out DIR to write them elsewhere)", soft_wrap=True)
-    return Path(folder)
+    return folder
 
 
 def _exit_if_incomplete(summary: RunSummary, resume: str) -> None:
@@ -683,8 +693,8 @@ def resume_cmd(
         typer.Option(
             "--out",
             "-o",
-            help="Directory for the reports (default: the DIR given, else the folder holding its reports once its "
-            "items left the store, else the folder the run writes its reports to, else ragscore-out)",
+            help="Directory for the reports (default: the DIR given, else the folder holding its reports now, found "
+            "from the one the store names for the run, else ragscore-out)",
         ),
     ] = None,
     broker: BrokerOpt = None,

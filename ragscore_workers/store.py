@@ -1191,6 +1191,10 @@ class RunStore:
         keeping the meta's TTL: a finished run's meta must not outlive its items."""
         self._hset_if_exists(keys=[self.key(run_id, "meta")], args=["reports_dir", out_dir])
 
+    def reports_dir(self, run_id: str) -> str | None:
+        """The folder the run's reports were last written to (:meth:`note_reports_dir`); None where none was."""
+        return self.meta(run_id).get("reports_dir")
+
     def note_out_dir(self, run_id: str, out_dir: str) -> None:
         """Record the folder the run writes its reports to (meta ``out_dir``, from its start and each resume's: where
         ``ragscore resume RUN_ID`` writes them), keeping the meta's TTL."""

@@ -138,23 +138,47 @@ def test_the_resume_of_a_run_id_whose_folder_a_later_run_took_writes_where_its_r
     assert json.loads((out / "run.json").read_text())["run_id"] == later
 
 
-def test_the_resume_of_a_run_id_whose_folder_another_brokers_run_took_leaves_it_alone(
+def test_the_resume_of_a_run_id_whose_folder_another_brokers_run_took_finds_its_reports_in_previous(
     cluster: str, tmp_path: Path, home: Path
 ) -> None:
-    """An embedded run into a cluster run's folder moves its reports without the cluster's store knowing: the
-    folder it names holds another run's reports, which its resume must not write over (it writes to
-    ragscore-out, as a run with no folder does)."""
+    """An embedded run into a cluster run's folder moves its reports to DIR/previous/RUN_ID without the cluster's
+    store knowing: the resume of a run never released took the folder the store names only where its run.json named
+    the run, else wrote into ragscore-out, though the reports were found in previous/ for a released run. One rule
+    now: it resumes where moved_reports finds them, leaving the later run's reports alone."""
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     elsewhere.mkdir()
     run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
     first = json.loads((out / "run.json").read_text())["run_id"]
     run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), out)
     later = json.loads((out / "run.json").read_text())["run_id"]
+    moved = out / "previous" / first
     said = _resume_from(cluster, first, elsewhere)
-    assert "resuming run" not in said, said
-    assert json.loads((elsewhere / "ragscore-out" / "summary.json").read_text())["run_id"] == first
+    assert f"resuming run {first} in {moved.resolve()}/, the folder it writes its reports to" in said, said
+    assert json.loads((moved / "summary.json").read_text())["run_id"] == first
+    assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
     assert json.loads((out / "summary.json").read_text())["run_id"] == later
     assert json.loads((out / "run.json").read_text())["run_id"] == later
+
+
+def test_the_resume_of_an_older_ragscores_run_id_writes_where_its_reports_were_written_and_says_so(
+    cluster: str, tmp_path: Path
+) -> None:
+    """A run of a ragscore that recorded no out_dir in the store resumes in the folder its reports were last written
+    to (its reports_dir), saying so, and in ragscore-out where the store names none, saying that too."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    client = redis.Redis.from_url(cluster, decode_responses=True)
+    client.hdel(f"ragscore:run:{run_id}:meta", "out_dir")  # as an older ragscore left it
+    said = _resume_from(cluster, run_id, elsewhere)
+    assert (f"resuming run {run_id} in {out.resolve()}/, the folder its reports were last written to (the store names "
+            "no folder it writes them to: a run of an older ragscore)") in said, said  # fmt: skip
+    assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
+    client.hdel(f"ragscore:run:{run_id}:meta", "out_dir", "reports_dir")
+    said = _resume_from(cluster, run_id, elsewhere)
+    assert f"resuming run {run_id} in ragscore-out/, the store names no folder for its reports" in said, said
+    assert json.loads((elsewhere / "ragscore-out" / "summary.json").read_text())["run_id"] == run_id
 
 
 def test_the_resume_of_a_run_into_another_runs_folder_moves_its_reports_as_a_new_run_there(
