@@ -615,16 +615,18 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     writes them to (:meth:`~ragscore_workers.store.RunStore.out_dir`), else, for a run of a ragscore that recorded
     neither, the one its reports were last written to (:meth:`~ragscore_workers.store.RunStore.reports_dir`); else
     ``ragscore-out``, as for an unknown run (the resume says why), a submitted run (no folder), or one whose reports
-    no folder holds (gone, or another run's there) while the store still has its items. Said under --quiet too (not
-    progress: where to find the reports); evaluate()'s temporary folder is none. ConfigError where no folder holds them
-    and the items left the store: only the folder its reports are in now can give them back."""
+    no folder holds (gone, or another run's there) while the store still has its items, except a run not released
+    whose folder is gone or names no run: written there again, as it started. Said under --quiet too (not progress:
+    where to find the reports); evaluate()'s temporary folder is none. ConfigError where no folder holds them and the
+    items left the store: only the folder its reports are in now can give them back."""
     from .reports.previous import moved_reports, run_named
     from .runner import TEMPORARY_MARK
 
     try:
         store, _ = _run_store(broker, run_id)
+        released = store.released_to(run_id)
         named = [
-            (store.released_to(run_id), "where its reports are"),
+            (released, "where its reports are"),
             (store.out_dir(run_id), "the folder it writes its reports to"),
             (store.reports_dir(run_id), "the folder its reports were last written to (the store names no folder it "
                                         "writes them to: a run of an older ragscore)"),
@@ -640,6 +642,8 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     if run_named(found := moved_reports(folder, run_id)) == run_id:
         return _resuming(run_id, found, why)
     held = "is gone" if not found.is_dir() else "holds them no more"
+    if released is None and run_named(found) is None:  # its items in the store, its folder no other run's
+        return _resuming(run_id, found, f"{why}, which {held}: written there again")
     try:
         store.check_items_kept(run_id)  # still in the store: resumed as a run with no folder is
     except ConfigError:

@@ -1646,10 +1646,6 @@ def run(
     given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
     check_judge_threads(judge_threads, broker, caller)
-    # DIR holds another run's reports (a new run's DIR, a resume's --out OTHER): moved to previous/ as it goes ahead
-    takes_over = resume_id is None or run_named(out_dir) != resume_id
-    if not takes_over and job is None:  # DIR/run.json keeps the job as it started (its gates): a 2nd resume too
-        job = (recorded_run(out_dir) or {}).get("job")
     replaced = lost = None  # the run whose reports out_dir holds; the one its Redis lost there
     lane: int | None = None  # an embedded run's lane (set once its server is acquired)
     resumed = stored  # the suite of run resume_id, read once from the store
@@ -1674,13 +1670,14 @@ def run(
                 else:
                     planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
-            recorded_job = job
+            # DIR/run.json keeps the job for a 2nd resume too; a resume into another folder has it from the store
+            recorded_job = job if job is not None or resume_id is None else store.job(resume_id)
             moved = move_to_previous(out_dir, caller.option("out")) if takes_over else None
             if moved is not None:  # once the run goes ahead
                 earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
                 log.warning("%s held the reports of %s: moved to %s/ (this run writes its own into %s)", out_dir,
                             f"run {earlier}" if earlier else "an earlier run", moved, out_dir)  # fmt: skip
-                recorded_job = _baseline_moved(job, out_dir, moved)
+                recorded_job = _baseline_moved(recorded_job, out_dir, moved)
                 moves = _record_moved(moved, out_dir)
                 if earlier:  # where the store's refusal of its released items says they are, and its dataset is
                     store.move_reports_dir(earlier, moves, str(moved.resolve()), ROWS_FILE)
@@ -1693,6 +1690,8 @@ def run(
                     (out_dir / ROWS_STAGED).unlink(missing_ok=True)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
+            if recorded_job:  # for a resume into another folder
+                store.note_job(run_id, recorded_job)
             if out_kept:  # where `ragscore resume RUN_ID` writes its reports (not evaluate()'s temporary folder)
                 store.note_out_dir(run_id, str(out_dir.resolve()))
 
@@ -1757,6 +1756,11 @@ def run(
     # DIR is this process's from before its checks to its reports: a run started at the same instant into it
     # would pass the checks too (DIR/run.json names a run only once it validated)
     with stop_signals_as_interrupt(), claim_out_dir(out_dir), ExitStack() as stack:
+        # DIR holds another run's reports (a new run's DIR, a resume's --out OTHER): refused, or moved to previous/ as
+        # the run goes ahead; read under the claim, as no other run moves them or writes its own there meanwhile
+        takes_over = resume_id is None or run_named(out_dir) != resume_id
+        if not takes_over and job is None:  # the job as it started (its gates), DIR/run.json keeps
+            job = (recorded_run(out_dir) or {}).get("job")
         if takes_over:  # a resume into another run's DIR is refused, or moves its reports, as a new run there
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None

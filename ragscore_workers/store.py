@@ -12,7 +12,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           ``work_began_at``: a worker first took a task of generation ``work_began_gen``, with
                           the counters then in ``work_began_before``); ``reports_dir``: where the reports were
                           last written; ``out_dir``: the folder the run writes its reports to, from its start
-                          (and each resume's; ``DIR/previous/RUN_ID`` once a later run moved them there)
+                          (and each resume's; ``DIR/previous/RUN_ID`` once a later run moved them there);
+                          ``job``: the gates of the command that started it (as ``DIR/run.json`` keeps them)
 ``progress``       hash    ``done``, ``errors``, ``unscorable`` and ``done:{queue}``/``total:{queue}``/
                           ``errors:{queue}`` (a run stored before these has ``errors:derived`` alone:
                           :func:`errors_of`; ``unscorable:derived`` too: :func:`_queue_work`); ``redo``,
@@ -1194,6 +1195,19 @@ class RunStore:
     def reports_dir(self, run_id: str) -> str | None:
         """The folder the run's reports were last written to (:meth:`note_reports_dir`); None where none was."""
         return self.meta(run_id).get("reports_dir")
+
+    def note_job(self, run_id: str, job: dict[str, Any]) -> None:
+        """Record the options of the command that started the run which its resumes apply too (meta ``job``, as its
+        ``DIR/run.json`` keeps them: the CLI's gates), for a resume into another folder; keeping the meta's TTL."""
+        self._hset_if_exists(keys=[self.key(run_id, "meta")], args=["job", json.dumps(job)])
+
+    def job(self, run_id: str) -> dict[str, Any] | None:
+        """The job :meth:`note_job` recorded for run ``run_id``; None where none was (no gates, an older ragscore)."""
+        try:
+            job = json.loads(self.meta(run_id).get("job") or "null")
+        except ValueError:
+            return None
+        return job if isinstance(job, dict) else None
 
     def note_out_dir(self, run_id: str, out_dir: str) -> None:
         """Record the folder the run writes its reports to (meta ``out_dir``, from its start and each resume's: where

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -116,6 +117,41 @@ def test_the_resume_of_a_run_id_never_released_writes_into_the_folder_the_run_wr
     assert f"resuming run {run_id} in {out.resolve()}/, the folder it writes its reports to" in said, said
     assert json.loads((out / "summary.json").read_text())["run_id"] == run_id
     assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
+
+
+def test_the_resume_of_a_run_id_never_released_whose_folder_was_deleted_writes_that_folder_again(
+    cluster: str, tmp_path: Path
+) -> None:
+    """A run not released whose folder was deleted (its reports with it) resumed in ./ragscore-out: it writes the
+    folder it was started with again, as `ragscore resume` with the same command always did, and says so."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    shutil.rmtree(out)
+    said = _resume_from(cluster, run_id, elsewhere)
+    assert (f"resuming run {run_id} in {out.resolve()}/, the folder it writes its reports to, which is gone: written "
+            "there again") in said, said  # fmt: skip
+    assert json.loads((out / "summary.json").read_text())["run_id"] == run_id
+    assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
+
+
+def test_the_resume_of_a_run_into_another_folder_keeps_the_gates_it_was_started_with(
+    cluster: str, tmp_path: Path
+) -> None:
+    """`ragscore resume RUN_ID --out OTHER` wrote OTHER/run.json without the gate options the run was started with
+    (kept in its own folder's run.json only): a `run --resume OTHER` was held to none. The store keeps them too."""
+    out, other = tmp_path / "out", tmp_path / "other"
+    job = {"gates": {"fail_under": ["exact_match=0.0"]}}
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster, job=job)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    resumed = _cli("resume", run_id, "--out", str(other), "--broker", cluster)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((other / "run.json").read_text())["job"] == job
+    again = _cli("run", "--resume", str(other), "--broker", cluster)
+    said = " ".join(again.stderr.split())
+    assert again.returncode == 0, said
+    assert "held to the gates it was started with: --fail-under exact_match=0.0" in said, said
 
 
 def test_the_resume_of_a_run_id_whose_folder_a_later_run_took_writes_where_its_reports_moved(
