@@ -616,7 +616,7 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     neither, the one its reports were last written to (:meth:`~ragscore_workers.store.RunStore.reports_dir`); else
     ``ragscore-out``, as for an unknown run (the resume says why), a submitted run (no folder), or one whose reports
     no folder holds (gone, or another run's there) while the store still has its items, except a run not released
-    whose folder is gone or names no run: written there again, as it started. Said under --quiet too (not progress:
+    whose out_dir is gone or names no run: written there again, as it started. Said under --quiet too (not progress:
     where to find the reports); evaluate()'s temporary folder is none. ConfigError where no folder holds them and the
     items left the store: only the folder its reports are in now can give them back."""
     from .reports.previous import moved_reports, run_named
@@ -624,10 +624,10 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
 
     try:
         store, _ = _run_store(broker, run_id)
-        released = store.released_to(run_id)
+        released, writes_to = store.released_to(run_id), store.out_dir(run_id)
         named = [
             (released, "where its reports are"),
-            (store.out_dir(run_id), "the folder it writes its reports to"),
+            (writes_to, "the folder it writes its reports to"),
             (store.reports_dir(run_id), "the folder its reports were last written to (the store names no folder it "
                                         "writes them to: a run of an older ragscore)"),
         ]  # fmt: skip
@@ -642,7 +642,9 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     if run_named(found := moved_reports(folder, run_id)) == run_id:
         return _resuming(run_id, found, why)
     held = "is gone" if not found.is_dir() else "holds them no more"
-    if released is None and run_named(found) is None:  # its items in the store, its folder no other run's
+    # a run not released whose own folder was deleted (or emptied), no other run's there: written again, as it started
+    # (not the reports_dir of an older ragscore's run: evaluate()'s temporary folder, removed as its process exited)
+    if released is None and writes_to and found == Path(writes_to) and run_named(found) is None:
         return _resuming(run_id, found, f"{why}, which {held}: written there again")
     try:
         store.check_items_kept(run_id)  # still in the store: resumed as a run with no folder is

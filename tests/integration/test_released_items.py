@@ -613,6 +613,20 @@ def test_the_resume_of_a_run_id_whose_folder_is_gone_before_its_items_left_write
     assert json.loads((tmp_path / "ragscore-out" / "summary.json").read_text())["run_id"] == run_id
 
 
+def test_the_resume_of_an_evaluate_without_outs_run_id_writes_into_ragscore_out_not_its_removed_folder(
+    tmp_path: Path, home: Path
+) -> None:
+    """evaluate() without out= writes its reports into a temporary folder, removed as its process exits, which the
+    store names as where they were last written: `ragscore resume RUN_ID` writes into ragscore-out, not that folder."""
+    result = evaluate(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), SUITE, quiet=True)  # not a copy of rows
+    shutil.rmtree(result.out_dir)  # as its process's exit does
+    done = _cli(home, "resume", result.summary.run_id, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"resuming run {result.summary.run_id} in ragscore-out/" in " ".join(done.stderr.split()), done.stderr
+    assert not result.out_dir.exists()
+    assert json.loads((tmp_path / "ragscore-out" / "summary.json").read_text())["run_id"] == result.summary.run_id
+
+
 @pytest.mark.parametrize("edit", ["cut", "score", "swapped", "unrecorded"])
 def test_the_resume_of_a_run_whose_items_left_refuses_an_items_file_it_cannot_take_them_from(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, edit: str
