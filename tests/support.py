@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -65,6 +66,11 @@ def status_saying(run_id: str, url: str, said: str, timeout: float) -> str:
         if said in text or time.monotonic() > deadline:
             return text
         time.sleep(0.5)
+
+
+def backoff_pauses(log_text: str) -> list[float]:
+    """The shared pauses (seconds) the limiter logged setting after 429s that said not how long to wait, in order."""
+    return [float(s) for s in re.findall(r"that said not how long to wait: every worker pauses ([\d.]+) s", log_text)]
 
 
 def free_port() -> int:

@@ -47,8 +47,6 @@ __all__ = [
 
 #: Seconds one HTTP call may take (connect + read) before it counts as a timeout.
 DEFAULT_TIMEOUT_S = 60.0
-#: Wait after a 429 that says nothing of how long (no ``retry-after``, message or exhausted budget).
-DEFAULT_RATE_LIMIT_WAIT_S = 2.0
 
 Message = Mapping[str, str]
 
@@ -135,7 +133,8 @@ class Completion:
 @dataclass(frozen=True)
 class RetryDecision:
     """What to do after a failed call: ``no`` retry, a ``transient`` retry with backoff, or wait out a
-    ``rate_limit`` (``retry_after`` seconds, shared by every worker)."""
+    ``rate_limit`` (``retry_after`` seconds, shared by every worker; None when the 429 says not how long: the
+    limiter backs off, :meth:`~ragscore_workers.providers.ratelimit.RedisLimiter.pause`)."""
 
     kind: Literal["no", "transient", "rate_limit"]
     retry_after: float | None = None
@@ -150,7 +149,7 @@ class RetryDecision:
 
     @classmethod
     def rate_limit(cls, retry_after: float | None) -> RetryDecision:
-        return cls("rate_limit", DEFAULT_RATE_LIMIT_WAIT_S if retry_after is None else retry_after)
+        return cls("rate_limit", retry_after)
 
     @classmethod
     def for_status(cls, status: int | None, headers: Mapping[str, str], message: str = "") -> RetryDecision:

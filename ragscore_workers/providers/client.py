@@ -193,8 +193,8 @@ class JudgeClient:
             # A call that got no reply generated no tokens (a 429, a 5xx, a refused connection): give back the
             # tokens reserved for it, so failures do not eat the token window the next calls need.
             self.limiter.correct(grant, 0)
-            if decision.kind == "rate_limit":  # pause everyone for what the provider asked
-                self.limiter.pause(decision.retry_after or 0.0, str(exc)[:300])
+            if decision.kind == "rate_limit":  # pause everyone for what the provider asked, else back off
+                self.limiter.pause(decision.retry_after, str(exc)[:300])
             self.state.incr(
                 calls=1, call_ms=took_ms, rate_limited=int(exc.status == 429),
                 unpriced_calls=int(self.price is None), release=release,
@@ -209,6 +209,7 @@ class JudgeClient:
                 completion, tokens_in=prompt, tokens_out=estimate_tokens([{"content": completion.text}])
             )
         self.limiter.correct(grant, completion.tokens_in + completion.tokens_out)
+        self.limiter.succeeded(grant)
         exhausted = self._learn_limits(completion.headers).exhausted_for()
         if exhausted > 0:
             self.limiter.pause(exhausted, BUDGET_AT_0)

@@ -13,7 +13,9 @@ Redis's ``TIME``, one clock for all).
 Token costs are estimated before the call and corrected from the reply's usage (:meth:`correct`); an
 estimate at or above the real usage keeps the guarantee exact. A call admitted but then not sent (stopped before
 its request went out) is given back whole, request and tokens (:meth:`release`). A provider 429 (or headers saying a
-budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause`). A limit the provider's
+budget is at 0) sets a shared pause key that every acquire honours (:meth:`pause`); a 429 that says not how long
+backs off instead: 2 s after the first in a row, twice as long after each next (with jitter), up to 60 s, counted for
+every worker and reset by a call that succeeds (:meth:`succeeded`). A limit the provider's
 headers state is kept for every worker (:meth:`learn`, a day after it was last stated) and applies where it
 is lower than ours (a suite that overstates its tier); it never raises one. A single call whose cost exceeds
 a limit can never be admitted: it fails at once with :class:`RequestTooLargeError`.
@@ -40,6 +42,8 @@ from ..schemas import Pace, paced_per_second
 from .errors import RateLimitTimeout, RequestTooLargeError
 
 __all__ = [
+    "BACKOFF_429_FIRST_S",
+    "BACKOFF_429_MAX_S",
     "DEFAULT_MAX_WAIT_S",
     "DEFAULT_WINDOW_MARGIN",
     "PACE_LIMIT",
@@ -56,6 +60,15 @@ log = logging.getLogger(__name__)
 
 #: Longest a call may wait for the limiter before it fails (seconds).
 DEFAULT_MAX_WAIT_S = 600.0
+#: The shared pause after a 429 that says not how long to wait (no ``retry-after``, message or budget at 0): this long
+#: after the first in a row (seconds), twice the last after each next ...
+BACKOFF_429_FIRST_S = 2.0
+#: ... up to this long (seconds).
+BACKOFF_429_MAX_S = 60.0
+#: Each such pause is up to this share longer (random), so that workers of other clusters drift apart.
+BACKOFF_429_JITTER = 0.25
+#: A run of such 429s is forgotten this long after its last (seconds), as by a success: a later run starts afresh.
+BACKOFF_429_MEMORY_S = 600.0
 #: How long a limit learned from the provider's headers replaces the suite's (a raised tier shows after this).
 LEARNED_TTL_S = 86_400.0
 #: Our windows are this much longer than the provider's (2%: 1.2 s a minute), so that network jitter
@@ -77,11 +90,12 @@ _stored: dict[tuple[str, str], tuple[int, float]] = {}
 _stored_lock = threading.Lock()
 
 # KEYS[1] = pause key, KEYS[2] = learned limits (hash: limit name -> what the provider last stated), then per
-# limit: log (zset), costs (hash), sum (string)
+# limit: log (zset), costs (hash), sum (string), last the count of 429s in a row that said not how long to wait
 # ARGV[1] = now in ms ("" = Redis TIME), ARGV[2] = member, then per limit: period_ms, limit, cost, the learned limit it
 # follows (its own name, or rpm for rps) and the share of it it takes (1, or 60: ceil(learned / share))
-# Returns {status, wait_ms, now_ms, limit index, limit, reason}: status 1 admitted, 0 wait (index -1: the shared pause,
-# whose reason comes with it; the limit, the learned one where that applies, of the limit waited on), -1 never fits.
+# Returns {status, wait_ms, now_ms, limit index, limit, reason}: status 1 admitted (reason: that count), 0 wait (index
+# -1: the shared pause, whose reason comes with it; the limit, the learned one where that applies, of the limit waited
+# on), -1 never fits.
 _ACQUIRE_LUA = """
 local now
 if ARGV[1] == '' then
@@ -92,7 +106,7 @@ else
 end
 local paused = redis.call('PTTL', KEYS[1])
 if paused > 0 then return {0, paused, now, -1, 0, redis.call('GET', KEYS[1]) or ''} end
-local n = (#KEYS - 2) / 3
+local n = (#KEYS - 3) / 3
 local wait, blocked, blocked_limit = 0, -1, 0
 for i = 0, n - 1 do
   local log, costs, sum = KEYS[3 + 3 * i], KEYS[4 + 3 * i], KEYS[5 + 3 * i]
@@ -135,7 +149,7 @@ for i = 0, n - 1 do
   redis.call('INCRBY', sum, cost)
   for _, k in ipairs({log, costs, sum}) do redis.call('PEXPIRE', k, period + 60000) end
 end
-return {1, 0, now, -1, 0}
+return {1, 0, now, -1, 0, redis.call('GET', KEYS[#KEYS]) or '0'}
 """
 
 # KEYS: per token limit: log, costs, sum. ARGV[1] = member, ARGV[2] = the real cost.
@@ -171,6 +185,21 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if old == ARGV[2] then return 0 end
 return 1
+"""
+
+# KEYS[1] = pause key, KEYS[2] = count of 429s in a row that said not how long to wait. ARGV[1] = first pause ms,
+# ARGV[2] = longest pause ms, ARGV[3] = jitter factor, ARGV[4] = reason, ARGV[5] = how long the count lives (ms).
+# While a pause holds, such a 429 changes nothing (its call went out before the pause began: one wave of calls, one
+# 429); else the n-th in a row pauses every caller min(longest, first * 2^(n - 1) * jitter). Returns {n, ms}: 0 when
+# a pause held.
+_BACK_OFF_LUA = """
+if redis.call('PTTL', KEYS[1]) > 0 then return {0, 0} end
+local n = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+local ms = math.min(tonumber(ARGV[2]), math.floor(tonumber(ARGV[1]) * 2 ^ math.min(n - 1, 40) * tonumber(ARGV[3])))
+if ms < 1 then ms = 1 end
+redis.call('SET', KEYS[1], ARGV[4], 'PX', ms)
+return {n, ms}
 """
 
 # KEYS[1] = pause key. ARGV[1] = ms, ARGV[2] = reason. Only ever lengthens a pause.
@@ -241,11 +270,13 @@ CHECK_EVERY_S = 1.0
 
 @dataclass(frozen=True)
 class Grant:
-    """An admitted call: its member id (to correct its token cost), Redis time of admission, cost."""
+    """An admitted call: its member id (to correct its token cost), Redis time of admission, cost, and whether 429s
+    that said not how long to wait were backed off when it was admitted (:meth:`RedisLimiter.succeeded` resets them)."""
 
     member: str
     now_ms: int
     tokens: int
+    backing_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,15 +316,19 @@ class RedisLimiter:
         limits: list[Limit],
         *,
         max_wait_s: float = DEFAULT_MAX_WAIT_S,
+        backoff_429_s: tuple[float, float] = (BACKOFF_429_FIRST_S, BACKOFF_429_MAX_S),
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.r = redis
         self.key = key
         self.limits = limits
         self.max_wait_s = max_wait_s
+        #: The first and the longest pause after 429s that say not how long to wait (:meth:`pause` with None).
+        self.backoff_429_s = backoff_429_s
         self._sleep = sleep
         base = f"{PREFIX}{{{key}}}:"  # one hash tag: every key of a limiter lives in one cluster slot
         self.pause_key = base + "pause"
+        self.unsaid_429s_key = base + "unsaid429s"
         self.learned_key = base + "learned"
         self._keys = [base + f"{lim.name}:{part}" for lim in limits for part in ("log", "cost", "sum")]
         token_limits = [i for i, lim in enumerate(limits) if lim.per == "tokens"]
@@ -302,6 +337,7 @@ class RedisLimiter:
         self._correct = redis.register_script(_CORRECT_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
         self._pause = redis.register_script(_PAUSE_LUA)
+        self._back_off = redis.register_script(_BACK_OFF_LUA)
         self._learn = redis.register_script(_LEARN_LUA)
 
     def _costs(self, tokens: int) -> list[int]:
@@ -322,7 +358,7 @@ class RedisLimiter:
         args: list[Any] = ["" if now_ms is None else int(now_ms), member]
         for lim, cost in zip(self.limits, self._costs(tokens), strict=True):
             args += [int(lim.period_s * 1000), lim.limit, cost, *(lim.follows or (lim.name, 1))]
-        keys = [self.pause_key, self.learned_key, *self._keys]
+        keys = [self.pause_key, self.learned_key, *self._keys, self.unsaid_429s_key]
         status, wait_ms, now, index, limit, *reason = self._acquire(keys=keys, args=args)
         status, wait_ms, now, index, limit = int(status), int(wait_ms), int(now), int(index), int(limit)
         if status == -1:
@@ -333,7 +369,7 @@ class RedisLimiter:
                 f"judge.{lim.name} or --{lim.name})"
             )
         if status == 1:
-            return Grant(member, now, tokens)
+            return Grant(member, now, tokens, backing_off=int(reason[0]) > 0)
         if index < 0:
             why = reason[0] if reason else ""
             why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
@@ -427,11 +463,33 @@ class RedisLimiter:
         tokens are :meth:`correct`-ed to 0 instead). Idempotent; nothing once the admission left the window."""
         self._release(keys=self._keys, args=[grant.member])
 
-    def pause(self, seconds: float, reason: str = "") -> None:
-        """Hold every acquire of this key for ``seconds`` (never shortens a longer pause)."""
+    def pause(self, seconds: float | None, reason: str = "") -> None:
+        """Hold every acquire of this key for ``seconds`` (never shortens a longer pause). None, for a 429 that says
+        not how long to wait: back off, unless a pause holds (the call went out before it began): the first such 429 in
+        a row pauses ``backoff_429_s[0]``, each next twice the last (up to :data:`BACKOFF_429_JITTER` longer), up to
+        ``backoff_429_s[1]``, until a call succeeds (:meth:`succeeded`) or :data:`BACKOFF_429_MEMORY_S` pass."""
+        if seconds is None:
+            self._back_off_unsaid(reason or "paused")
+            return
         ms = int(seconds * 1000)
         if ms > 0:
             self._pause(keys=[self.pause_key], args=[ms, reason or "paused"])
+
+    def _back_off_unsaid(self, reason: str) -> None:
+        """:meth:`pause` for a 429 that says not how long to wait; logs the pause it sets."""
+        first, most = (int(s * 1000) for s in self.backoff_429_s)
+        jitter = random.uniform(1, 1 + BACKOFF_429_JITTER)
+        memory = int(BACKOFF_429_MEMORY_S * 1000)
+        n, ms = (int(v) for v in self._back_off(keys=[self.pause_key, self.unsaid_429s_key],
+                                                args=[first, most, jitter, reason, memory]))  # fmt: skip
+        if n:
+            log.info("%s: HTTP 429 number %d in a row that said not how long to wait: every worker pauses %.3f s",
+                     self.key.split(":")[0], n, ms / 1000)  # fmt: skip
+
+    def succeeded(self, grant: Grant) -> None:
+        """A call admitted by ``grant`` succeeded: 429s that said not how long to wait start over at the first pause."""
+        if grant.backing_off:
+            self.r.delete(self.unsaid_429s_key)
 
     def learn(self, name: str, limit: int | None) -> bool:
         """The provider states limit ``name`` (``rpm``, ``tpm``, ``rpd``, ``tpd``) is ``limit``: every limiter on

@@ -9,8 +9,8 @@
                                        on admission gives the admission back: a question not sent holds no slot;
                                        a wait of a second or more is noted for the progress views)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, at most ``attempts``
-                                       tries; 429 -> shared pause, at most ``max_429s`` of them, not counted in
-                                       ``attempts``)
+                                       tries; 429 -> shared pause (its retry-after, else a backoff growing with
+                                       429s in a row), at most ``max_429s`` of them, not counted in ``attempts``)
     count, cache the reply
 
 The same limiter, retry policy and breaker as the judge (``providers``), configured per target.
@@ -133,17 +133,18 @@ class TargetClient:
         try:
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a
             # question stopped then is not sent, and the limiter takes its slot back out of the shared window.
-            self.limiter.acquire(0, check=self._check_stopped, on_wait=self.state.note_wait)
+            grant = self.limiter.acquire(0, check=self._check_stopped, on_wait=self.state.note_wait)
         except RateLimitTimeout as exc:
             raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:
             decision = self._decide(exc)
-            if decision.kind == "rate_limit":
-                self.limiter.pause(decision.retry_after or 0.0, "429")
+            if decision.kind == "rate_limit":  # its retry-after, else a backoff: shared by every worker
+                self.limiter.pause(decision.retry_after, "429")
             self.state.incr(calls=1, rate_limited=int(decision.kind == "rate_limit"))
             raise
+        self.limiter.succeeded(grant)
         self.state.incr(calls=1, reset_failures=True)
         return data
 

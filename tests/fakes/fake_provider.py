@@ -143,7 +143,7 @@ class FakeProvider:
         retry_after: bool = True,
         retry_after_ms: bool = False,
         limit_headers: bool = True,
-        injected_retry_after_s: int = 1,
+        injected_retry_after_s: int | None = 1,
         count_rejected: bool = False,
         quantize: bool = False,
         usage: bool = True,
@@ -167,7 +167,7 @@ class FakeProvider:
         self.retry_after, self.retry_after_ms = retry_after, retry_after_ms
         #: Whether replies carry ``x-ratelimit-*`` headers (vLLM, Ollama and most local servers send none).
         self.limit_headers = limit_headers
-        #: ``retry-after`` of an injected 429 (whole seconds).
+        #: ``retry-after`` of an injected 429 (whole seconds); None: none (nor a message saying how long to wait).
         self.injected_retry_after_s = injected_retry_after_s
         self.count_rejected = count_rejected
         #: Requests per 60th of ``period_s`` (``quantize``), else None.
@@ -533,8 +533,8 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             fake.counts[f"fault:{kind}"] += 1
         if kind == "429":
-            self._send(429, _error_body("Rate limit reached (injected).", "requests", "rate_limit_exceeded"),
-                       {"retry-after": str(fake.injected_retry_after_s)})  # fmt: skip
+            wait = {} if fake.injected_retry_after_s is None else {"retry-after": str(fake.injected_retry_after_s)}
+            self._send(429, _error_body("Rate limit reached (injected).", "requests", "rate_limit_exceeded"), wait)
         elif kind == "quota":
             message = "You exceeded your current quota, please check your plan and billing details."
             self._send(429, _error_body(message, "insufficient_quota", "insufficient_quota"))

@@ -3,6 +3,7 @@ circuit breaker, cache, budget and counters."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -29,11 +30,12 @@ from ragscore_workers.providers import (
     estimate_tokens,
 )
 from ragscore_workers.providers.inflight import LEASE_S
+from ragscore_workers.providers.ratelimit import RedisLimiter
 from ragscore_workers.providers.run_state import HOLD_MARGIN_S
 from ragscore_workers.schemas import JudgeConfig
 
 from ..fakes import FakeProvider
-from ..support import free_port
+from ..support import backoff_pauses, free_port
 
 PARAMS = CompletionParams(temperature=0.0, max_tokens=16)
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05}
@@ -182,6 +184,28 @@ def test_a_429_pauses_every_caller_for_its_retry_after(rclient: redis.Redis, fak
     assert counts["rate_limited"] == 1 and counts["retries"] == 1 and counts["calls"] == 2
     assert other.state.read()["calls"] == 1 and other.state.read()["rate_limited"] == 0
     assert fake.stats()["ok"] == 2
+
+
+def test_429s_saying_not_how_long_to_wait_back_off_across_workers_until_a_call_succeeds(
+    rclient: redis.Redis, fake: FakeProvider, model: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 429 without retry-after, a "try again in" or a budget at 0 paused every worker a flat 2 s, however many came
+    in a row. Now the pause doubles with each such 429 in a row, whichever worker got it (up to a quarter longer, at
+    random; up to its longest); a reply starts it over. The same mechanism as a target's (the limiter's)."""
+    caplog.set_level(logging.INFO, logger="ragscore_workers.providers.ratelimit")
+    fake.injected_retry_after_s = None
+    one, other = _client(rclient, fake, model, attempts=1), _client(rclient, fake, model)  # two workers
+    for client in (one, other):  # pauses from 0.1 s up to 0.4 s (2 s up to 60 s by default)
+        client.limiter = RedisLimiter(rclient, client.limiter.key, client.limiter.limits, backoff_429_s=(0.1, 0.4))
+    with pytest.raises(ProviderError, match="HTTP 429"):
+        _ask(one, "a [[fault=429:1]] [[rating=4]]")  # its only attempt: one 429
+    assert _ask(other, "b [[fault=429:3]] [[rating=2]]") == ("2", False)  # three more in a row, then a reply
+    assert _ask(other, "c [[fault=429:1]] [[rating=3]]") == ("3", False)  # after the reply: the first again
+    pauses = backoff_pauses(caplog.text)
+    assert len(pauses) == 5, caplog.text
+    assert 0.1 <= pauses[0] <= 0.125 and 0.2 <= pauses[1] <= 0.25 and pauses[2] == pauses[3] == 0.4, pauses
+    assert 0.1 <= pauses[4] <= 0.125, pauses
+    assert fake.stats()["fault:429"] == 5
 
 
 def test_a_429_without_retry_after_pauses_for_what_its_message_says(

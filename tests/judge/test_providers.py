@@ -10,7 +10,7 @@ import pytest
 
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.providers import CompletionParams, MalformedReplyError, MissingKeyError, ProviderError
-from ragscore_workers.providers.base import DEFAULT_RATE_LIMIT_WAIT_S, Provider, RetryDecision
+from ragscore_workers.providers.base import Provider, RetryDecision
 from ragscore_workers.providers.errors import redact
 from ragscore_workers.providers.groq_sdk import GroqProvider
 from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, parse_retry_after, rate_limit_wait
@@ -462,7 +462,7 @@ def test_a_429_without_retry_after_is_read_from_its_message_or_reset_headers(
     assert wait == (pytest.approx(seconds) if seconds is not None else None)
     decision = RetryDecision.for_status(429, headers, message)
     assert decision.kind == "rate_limit"
-    assert decision.retry_after == (pytest.approx(seconds) if seconds is not None else DEFAULT_RATE_LIMIT_WAIT_S)
+    assert decision.retry_after == (pytest.approx(seconds) if seconds is not None else None)  # None: back off
 
 
 def test_headers_at_zero_pause_until_the_reset() -> None:

@@ -7,18 +7,22 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 
 from ragscore_workers.errors import ConfigError
+from ragscore_workers.providers.ratelimit import RedisLimiter
 from ragscore_workers.schemas import TargetConfig
 from ragscore_workers.store import RunStore
-from ragscore_workers.target import TargetError, TargetStopped, build_target_client
+from ragscore_workers.target import TargetClient, TargetError, TargetStopped, build_target_client
 from ragscore_workers.target.client import CACHE_PREFIX
+from ragscore_workers.target.endpoints import make_endpoint
 
 from ..fakes import FakeRag
+from ..support import backoff_pauses
 
 pytestmark = pytest.mark.integration
 
@@ -71,16 +75,45 @@ def test_a_429_asking_for_a_long_wait_fails_the_question_at_once_without_rpm_too
         assert time.monotonic() - started < 10 and slow.calls["limited"] == 1
 
 
+def _quick_backoff(store: RunStore, client: TargetClient) -> TargetClient:
+    """``client`` with a limiter of its own whose pause after a 429 that says not how long to wait starts at 0.1 s and
+    doubles up to 0.4 s (2 s up to 60 s by default)."""
+    limiter = RedisLimiter(store.r, f"t-{uuid.uuid4().hex}", client.limiter.limits, backoff_429_s=(0.1, 0.4))
+    return TargetClient(client.config, make_endpoint(client.config), store.r, client.state, limiter)
+
+
 @pytest.mark.parametrize("retry_after_s", [0.2, None], ids=["retry-after", "no-retry-after"])
 def test_429s_are_waited_out_without_using_up_the_attempts(store: RunStore, retry_after_s: float | None) -> None:
     """``attempts`` are the tries for errors (5xx, timeouts, connection errors): a rate-limited target is waited out
-    (its retry-after, else the default pause), whatever its 429s' number up to ``max_429s``."""
+    (its retry-after, else a backoff), whatever its 429s' number up to ``max_429s``."""
     with FakeRag(retry_after_s=retry_after_s, throttled_first=3) as server:
-        client = _client(store, server, "throttled", attempts=2)
+        client = _quick_backoff(store, _client(store, server, "throttled", attempts=2))
         data, _ = client.ask(_ask(1))
     assert data["answer"] and server.calls["throttled"] == 4
     counters = client.state.read()
     assert counters["rate_limited"] == 3 and counters["retries"] == 3 and counters["failures"] == 0, counters
+
+
+def test_429s_without_retry_after_back_off_for_every_caller_until_one_succeeds(
+    store: RunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 429 without retry-after paused every caller a flat 2 s, however many came in a row: a target that stayed
+    saturated was asked again every 2 s. The shared pause doubles with each such 429 in a row (up to a quarter longer,
+    at random), up to its longest; an answer starts it over."""
+    caplog.set_level(logging.INFO, logger="ragscore_workers.providers.ratelimit")
+    with FakeRag(retry_after_s=None, throttled_first=4) as server:
+        client = _quick_backoff(store, _client(store, server, "throttled", cache=False))
+        for n in range(2):  # each question: four 429s, then its answer
+            assert client.ask(_ask(n))[0]["answer"]
+    pauses = backoff_pauses(caplog.text)
+    assert len(pauses) == 8, caplog.text
+    for first, second, third, fourth in (pauses[:4], pauses[4:]):
+        assert 0.1 <= first <= 0.125 and 0.2 <= second <= 0.25 and third == fourth == 0.4, pauses
+    times = [r["t"] for r in server.requests]  # the server's clock: each try came after the pause its 429 set
+    for tried, paused in ((times[:5], pauses[:4]), (times[5:], pauses[4:])):
+        gaps = [later - earlier for earlier, later in pairwise(tried)]
+        assert all(gap >= pause - 0.005 for gap, pause in zip(gaps, paused, strict=True)), (gaps, paused)
+    assert client.state.read()["rate_limited"] == 8
 
 
 def test_a_5xx_after_429s_backs_off_as_its_first_error(store: RunStore) -> None:
