@@ -611,6 +611,9 @@ class TargetConfig(BaseModel):
     #: 429 replies one question waits out (its ``retry-after``, else the default pause), not counted in ``attempts``;
     #: one more fails the question, naming its 429s.
     max_429s: int = Field(default=20, ge=0, le=1000)
+    #: Seconds one question may take, its tries and their waits together (429 pauses, backoffs): past it the question
+    #: fails, saying how long it was asked and why; the others go on. A call in flight is not cut (``timeout_s`` is).
+    max_seconds_per_question: float = Field(default=900.0, gt=0)
     #: Consecutive failed questions that stop calling this target for the run (the circuit breaker).
     breaker_failures: int = Field(default=10, ge=1)
     #: Reuse replies cached in Redis for the same request (a re-run pays for no call twice).

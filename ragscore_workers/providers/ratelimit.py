@@ -377,9 +377,15 @@ class RedisLimiter:
         return Wait(self.limits[index].name, limit, now + wait_ms, now)
 
     def acquire(
-        self, tokens: int, check: Callable[[], None] | None = None, on_wait: Callable[[Wait], object] | None = None
+        self,
+        tokens: int,
+        check: Callable[[], None] | None = None,
+        on_wait: Callable[[Wait], object] | None = None,
+        *,
+        left_s: float | None = None,
     ) -> Grant:
-        """Wait (sleeping, bounded by ``max_wait_s``) until every limit admits a call of ``tokens``.
+        """Wait (sleeping, bounded by ``max_wait_s``, or by ``left_s`` where that is less: what is left of the time
+        the caller gives the call) until every limit admits a call of ``tokens``.
 
         ``check`` is called at most every :data:`CHECK_EVERY_S` while the call waits (its run was cancelled, its
         breaker opened): what it raises ends the wait, so a long pause after a 429 holds no stopped run's calls.
@@ -405,8 +411,8 @@ class RedisLimiter:
                 return held
             wait = (held.until_ms - held.now_ms) / 1000
             waited = time.monotonic() - started
-            if waited + wait > self.max_wait_s:
-                raise self._timeout(waited, held)
+            if waited + wait > min(self.max_wait_s, left_s if left_s is not None else self.max_wait_s):
+                raise self._timeout(waited, held, left_s)
             due = held.now_ms >= told_until or time.monotonic() - told_at >= WAIT_REFRESH_S
             if on_wait is not None and wait >= WAIT_NOTE_S and due and held.on != PACE_LIMIT:
                 told_at = time.monotonic()
@@ -440,14 +446,17 @@ class RedisLimiter:
                             exc_info=True)  # fmt: skip
             raise
 
-    def _timeout(self, waited: float, held: Wait) -> RateLimitTimeout:
-        """The error of a call the limit would hold over ``max_wait_s`` (``held``: what it waits on), saying what
-        paused every worker (the pause's reason came with the acquire's answer: a 429's message)."""
+    def _timeout(self, waited: float, held: Wait, left_s: float | None) -> RateLimitTimeout:
+        """The error of a call the limit would hold over ``max_wait_s``, or over the ``left_s`` it was given where that
+        is less (``held``: what it waits on), saying what paused every worker (the pause's reason came with the
+        acquire's answer: a 429's message)."""
         why = f"; paused by {held.reason}" if held.on == "pause" and held.reason else ""
+        bound = f"max_wait_s={self.max_wait_s:g} s"
+        if left_s is not None and left_s < self.max_wait_s:
+            bound = f"the {left_s:.1f} s left to it"
         return RateLimitTimeout(
-            f"the shared rate limit of {self.key.split(':')[0]} would hold this call over "
-            f"max_wait_s={self.max_wait_s:g} s (waited {waited:.1f} s, {(held.until_ms - held.now_ms) / 1000:.1f} s "
-            f"more needed{why})",
+            f"the shared rate limit of {self.key.split(':')[0]} would hold this call over {bound} (waited "
+            f"{waited:.1f} s, {(held.until_ms - held.now_ms) / 1000:.1f} s more needed{why})",
             provider=self.key.split(":")[0],
         )
 

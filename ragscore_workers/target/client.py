@@ -7,7 +7,8 @@
     limiter.acquire()                 (requests per minute shared by the cluster when rpm is set; paused after a
                                        429; a cancel or an open breaker ends the wait -> TargetStopped; one seen
                                        on admission gives the admission back: a question not sent holds no slot;
-                                       a wait of a second or more is noted for the progress views)
+                                       a wait of a second or more is noted for the progress views; a wait past
+                                       the question's ``max_seconds_per_question`` -> TargetTooSlow at once)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, at most ``attempts``
                                        tries; 429 -> shared pause (its retry-after, else a backoff growing with
                                        429s in a row), at most ``max_429s`` of them, not counted in ``attempts``)
@@ -40,7 +41,7 @@ from ..schemas import TargetConfig
 from ..settings import get_settings
 from ..unicode_text import hash_bytes, utf8_json
 from .endpoints import Endpoint, make_endpoint
-from .errors import TargetError, TargetStopped, TargetWaitTooLong
+from .errors import TargetError, TargetStopped, TargetTooSlow, TargetWaitTooLong
 
 __all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client"]
 
@@ -95,7 +96,7 @@ class TargetClient:
                 else:
                     self.state.incr(cache_hits=1)
                     return result, True
-        tries = _Tries(self.config.attempts, self.config.max_429s, self._decide, *self._backoff_s)
+        tries = _Tries(self.config, self._decide, *self._backoff_s)
         retrying = Retrying(
             after=tries.count,
             stop=tries.stop,
@@ -106,7 +107,7 @@ class TargetClient:
             reraise=True,
         )
         try:
-            data = retrying(self._attempt, request)
+            data = retrying(self._attempt, request, tries)
         except TargetStopped:
             raise
         except TargetError as exc:
@@ -128,13 +129,18 @@ class TargetClient:
     def endpoint_name(self) -> str:
         return self.config.name
 
-    def _attempt(self, request: dict[str, Any]) -> Any:
+    def _attempt(self, request: dict[str, Any], tries: _Tries) -> Any:
         self._check_stopped()
+        left_s = tries.left_s()
+        if left_s <= 0:
+            raise tries.too_slow("")
         try:
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a
             # question stopped then is not sent, and the limiter takes its slot back out of the shared window.
-            grant = self.limiter.acquire(0, check=self._check_stopped, on_wait=self.state.note_wait)
+            grant = self.limiter.acquire(0, check=self._check_stopped, on_wait=self.state.note_wait, left_s=left_s)
         except RateLimitTimeout as exc:
+            if left_s < self.limiter.max_wait_s:  # the question's own time ran out first
+                raise tries.too_slow(str(exc)) from exc
             raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
         try:
             data, _headers = self.endpoint.call(request)
@@ -155,37 +161,59 @@ class TargetClient:
             raise TargetStopped(reason, system=self.endpoint_name)
 
     def _decide(self, exc: TargetError) -> RetryDecision:
-        if isinstance(exc, (TargetStopped, TargetWaitTooLong)):
+        if isinstance(exc, (TargetStopped, TargetWaitTooLong, TargetTooSlow)):
             return RetryDecision.no()
         return self.endpoint.decide(exc)
 
 
 class _Tries:
     """The tries of one question: at most ``attempts`` for errors a retry may cure (5xx, timeouts, connection
-    errors), and besides them at most ``max_429s`` 429 replies waited out (a rate-limited target is not failing).
-    Tenacity calls :meth:`count`, :meth:`wait` and :meth:`stop`, in that order, after each failed try it may retry."""
+    errors), and besides them at most ``max_429s`` 429 replies waited out (a rate-limited target is not failing), all
+    within ``max_seconds_per_question`` of its first. Tenacity calls :meth:`count`, :meth:`wait` and :meth:`stop`, in
+    that order, after each failed try it may retry."""
 
     def __init__(
         self,
-        attempts: int,
-        max_429s: int,
+        config: TargetConfig,
         decide: Callable[[TargetError], RetryDecision],
         backoff_initial_s: float,
         backoff_max_s: float,
     ) -> None:
-        self.attempts = attempts
-        self.max_429s = max_429s
+        self.config = config
+        self.attempts = config.attempts
+        self.max_429s = config.max_429s
         self._decide = decide
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
+        self._started = time.monotonic()
         self.rate_limited = 0
         self._last_429 = False
+        self._last: TargetError | None = None
 
     def count(self, state: RetryCallState) -> None:
-        """Note whether the failed try was a 429."""
+        """Note the failed try's error, and whether it was a 429."""
         exc = state.outcome.exception() if state.outcome else None
-        self._last_429 = isinstance(exc, TargetError) and self._decide(exc).kind == "rate_limit"
+        self._last = exc if isinstance(exc, TargetError) else None
+        self._last_429 = self._last is not None and self._decide(self._last).kind == "rate_limit"
         self.rate_limited += int(self._last_429)
+
+    def left_s(self) -> float:
+        """Seconds left of the question's ``max_seconds_per_question``."""
+        return self.config.max_seconds_per_question - (time.monotonic() - self._started)
+
+    def too_slow(self, wait: str) -> TargetTooSlow:
+        """The error of a question out of its time: how long it was asked, its 429s, the ``wait`` that would have taken
+        it past its time (the limiter's words; empty when the time is already past) and its last error."""
+        said = [f"asked for {time.monotonic() - self._started:.1f} s"]
+        if self.rate_limited:
+            said.append(f"{self.rate_limited} replies HTTP 429")
+        if wait:
+            said.append(wait)
+        if self._last is not None:  # last: the message is cut at 500 characters
+            said.append(f"last: {self._last}")
+        limit = self.config.max_seconds_per_question
+        return TargetTooSlow(f"{self.config.name}: no answer within the target's max_seconds_per_question={limit:g} "
+                             f"({'; '.join(said)})", system=self.config.name)  # fmt: skip
 
     def wait(self, state: RetryCallState) -> float:
         """After a 429 a jitter (the limiter's shared pause does the waiting); after an error an exponential backoff

@@ -3,7 +3,8 @@
 RagscoreError
 └── TargetError           asking the system under test failed (carries ``system``, ``status``, ``headers``)
     ├── TargetStopped     the run stopped asking this target: its circuit breaker is open
-    └── TargetWaitTooLong the shared rate limit would hold the call longer than its bound (not retried)
+    ├── TargetWaitTooLong the shared rate limit would hold the call longer than its bound (not retried)
+    └── TargetTooSlow     the question ran out of its ``max_seconds_per_question`` (not retried)
 
 Messages never carry the target's token (:func:`ragscore_workers.providers.errors.redact`).
 """
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 
 from ..errors import RagscoreError
 
-__all__ = ["TargetError", "TargetStopped", "TargetWaitTooLong"]
+__all__ = ["TargetError", "TargetStopped", "TargetTooSlow", "TargetWaitTooLong"]
 
 
 class TargetError(RagscoreError):
@@ -35,3 +36,7 @@ class TargetStopped(TargetError):
 
 class TargetWaitTooLong(TargetError):
     """The cluster-wide limiter would make this call wait longer than ``max_wait_s``."""
+
+
+class TargetTooSlow(TargetError):
+    """The question was not answered within the target's ``max_seconds_per_question``: its tries and waits stop."""

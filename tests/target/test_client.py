@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from ragscore_workers.store import RunStore
 from ragscore_workers.target import TargetClient, TargetError, TargetStopped, build_target_client
 from ragscore_workers.target.client import CACHE_PREFIX
 from ragscore_workers.target.endpoints import make_endpoint
+from ragscore_workers.target.errors import TargetTooSlow
 
 from ..fakes import FakeRag
 from ..support import backoff_pauses
@@ -114,6 +116,21 @@ def test_429s_without_retry_after_back_off_for_every_caller_until_one_succeeds(
         gaps = [later - earlier for earlier, later in pairwise(tried)]
         assert all(gap >= pause - 0.005 for gap, pause in zip(gaps, paused, strict=True)), (gaps, paused)
     assert client.state.read()["rate_limited"] == 8
+
+
+def test_a_question_is_given_up_past_its_max_seconds_saying_how_long_it_was_asked_and_why(store: RunStore) -> None:
+    """A target answering every try 429 with ``retry-after: 600`` held a question ``max_429s`` x 600 s. The question's
+    time is bounded: a wait that would take it past ``max_seconds_per_question`` ends it at once, not retried."""
+    with FakeRag(retry_after_s=1, throttled_first=100) as server:
+        client = _client(store, server, "throttled", max_seconds_per_question=1.5)
+        with pytest.raises(TargetTooSlow) as info:
+            client.ask(_ask(1))
+        tried = server.calls["throttled"]
+    assert re.match(r"throttled: no answer within the target's max_seconds_per_question=1.5 \(asked for [\d.]+ s; "
+                    r"[12] replies HTTP 429; the shared rate limit of target would hold this call over the [\d.]+ s "
+                    r"left to it \(waited [\d.]+ s, [\d.]+ s more needed; paused by 429\); last: throttled HTTP 429: ",
+                    str(info.value)), str(info.value)  # fmt: skip
+    assert tried in (1, 2) and client.state.read()["failures"] == 1  # 1.5 s: one or two pauses of 1 s, not 20
 
 
 def test_a_5xx_after_429s_backs_off_as_its_first_error(store: RunStore) -> None:

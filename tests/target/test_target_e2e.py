@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -236,6 +237,28 @@ def test_a_question_its_target_429s_forever_fails_naming_its_429s_and_the_others
     rows = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     marks = {row["id"]: row.get(TARGET_ERROR) for row in rows}
     assert "4 replies HTTP 429" in marks.pop("q0") and set(marks.values()) == {None}, marks
+
+
+def test_a_question_past_its_max_seconds_fails_saying_how_long_and_why_and_the_others_are_answered(
+    home: Path, tmp_path: Path
+) -> None:
+    """A target answering 429 with ``retry-after: 600`` held one question ``max_429s`` x 600 s (20 x 10 minutes by
+    default): nothing bounded a question's time. ``max_seconds_per_question`` does (here 2.5 s against a pause of 1 s
+    a 429: the third wait would pass it); the others, held at most by those pauses, are answered."""
+    with FakeRag(retry_after_s=1) as rag:  # every request of question 0 gets a 429 with retry-after: 1
+        suite = {"metrics": ["verbatim"],
+                 "targets": [{"system": "saturated", "url": rag.url("saturated"), "max_seconds_per_question": 2.5,
+                              "response": {"contexts": "contexts[*].text", "citations": "citations"}}]}  # fmt: skip
+        result = evaluate(questions(N), suite, out=tmp_path / "out")
+
+    scores = {i.id: i.metrics["verbatim"] for i in result.items}
+    assert all(scores[f"q{i}"].score == 1.0 for i in range(1, N)), scores
+    said = scores["q0"].error or ""
+    assert re.search(r"saturated: no answer within the target's max_seconds_per_question=2.5 \(asked for [\d.]+ s; "
+                     r"\d replies HTTP 429; the shared rate limit of target would hold this call over the [\d.]+ s "
+                     r"left to it \(waited [\d.]+ s, [\d.]+ s more needed; paused by 429\); last: saturated HTTP 429",
+                     said), said  # fmt: skip
+    assert result.summary.target["saturated"]["failures"] == 1
 
 
 def _run_while_down(rag: FakeRag, out: Path) -> Any:
