@@ -282,7 +282,7 @@ class _RowsLeft:
 
         if suite not in self.outputs:
             try:
-                self.outputs[suite] = resolve_suite(Suite.model_validate_json(suite)).scoring_outputs()
+                self.outputs[suite] = resolve_suite(Suite.stored(suite)).scoring_outputs()
             except (RagscoreError, ValueError):
                 self.outputs[suite] = None
         return self.outputs[suite]

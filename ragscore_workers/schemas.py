@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import math
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
 from typing import Any, Literal
@@ -46,6 +49,12 @@ __all__ = [
     "TargetResponseMap",
     "target_name",
 ]
+
+log = logging.getLogger(__name__)
+
+#: Fields of stored suites' judges and targets this process warned it does not know (:meth:`Suite.stored`).
+_IGNORED: set[str] = set()
+_IGNORED_LOCK = threading.Lock()
 
 
 class Queue(str, Enum):
@@ -747,6 +756,21 @@ class Suite(BaseModel):
                 raise ValueError(f"target system names must be unique, got {names}")
         return self
 
+    @classmethod
+    def stored(cls, text: str | bytes) -> Suite:
+        """A suite as a worker reads it from a task message or the run store: written by an orchestrator perhaps newer
+        than this worker (a cluster upgraded one part at a time), its judge's and targets' fields this version does not
+        know are ignored, with one warning a process naming them; a bad value of a field it knows is refused as ever
+        (ValidationError). A user's suite file is read strictly (:meth:`model_validate`): a typo there is an error."""
+        data = json.loads(text)
+        unknown: list[str] = []
+        if isinstance(data, dict):
+            data = _known_sections(data, unknown)
+        if not unknown:
+            return cls.model_validate_json(text)
+        _say_ignored(unknown)
+        return cls.model_validate_json(json.dumps(data))
+
     @property
     def all_targets(self) -> list[TargetConfig]:
         """The targets asked before scoring, in order (empty: rows are scored as given)."""
@@ -769,6 +793,38 @@ class Suite(BaseModel):
         if bad:
             raise ValueError(f"chunk sizes must be >= 1, got {bad}")
         return value
+
+
+def _known_sections(data: dict[str, Any], unknown: list[str]) -> dict[str, Any]:
+    """A stored suite's ``data`` with its judge and targets cut to the fields this version knows (:func:`_known_fields`;
+    those cut added to ``unknown``)."""
+    data = dict(data)
+    for name, model in (("judge", JudgeConfig), ("target", TargetConfig)):
+        if name in data:
+            data[name] = _known_fields(data[name], model, name, unknown)
+    if isinstance(data.get("targets"), list):
+        targets = enumerate(data["targets"])
+        data["targets"] = [_known_fields(t, TargetConfig, f"targets[{i}]", unknown) for i, t in targets]
+    return data
+
+
+def _say_ignored(names: list[str]) -> None:
+    """Warn of the stored suite's fields ``names`` this version ignores: once a process each."""
+    with _IGNORED_LOCK:
+        new = [name for name in names if name not in _IGNORED]
+        _IGNORED.update(new)
+    if new:
+        log.warning("ignoring %s of the run's stored suite that this version of ragscore does not know (a newer one "
+                    "wrote it; upgrade to use them): %s", noun(len(new), "field"), ", ".join(new))  # fmt: skip
+
+
+def _known_fields(section: Any, model: type[BaseModel], where: str, unknown: list[str]) -> Any:
+    """``section`` (a stored suite's judge or target) without the keys ``model`` has no field for, each added to
+    ``unknown`` as ``where.key``; anything but a mapping as it is (its validation says what is wrong)."""
+    if not isinstance(section, dict):
+        return section
+    unknown += [f"{where}.{key}" for key in section if key not in model.model_fields]
+    return {key: value for key, value in section.items() if key in model.model_fields}
 
 
 # --------------------------------------------------------------------------- results

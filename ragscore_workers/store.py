@@ -1038,7 +1038,7 @@ class RunStore:
         parts += [f"shards_done:{g}" for g in range(generation + 1)]
         parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
         suite = self.r.hget(self.key(run_id, "meta"), "suite")
-        targets = Suite.model_validate_json(suite).all_targets if suite else []
+        targets = Suite.stored(suite).all_targets if suite else []
         return parts + [target_state_part(t.name) for t in targets]
 
     def touch(self, run_id: str, ttl_s: int | None = None) -> None:

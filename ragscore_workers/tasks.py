@@ -91,7 +91,7 @@ def _resolve_suite_here(suite: Suite) -> ResolvedSuite:
 
 @lru_cache(maxsize=64)
 def _resolve(suite_json: str, names: tuple[str, ...]) -> tuple[Suite, list[tuple[MetricDef, BaseModel]]]:
-    suite = Suite.model_validate_json(suite_json)
+    suite = Suite.stored(suite_json)
     specs = {spec.name: spec for spec in suite.metrics}
     metrics = []
     for name in names:
@@ -423,7 +423,7 @@ def score_shard(run_id: str, shard: int, generation: int = 0) -> None:
 
     store = get_store()
     try:
-        resolved = _resolve_suite_here(Suite.model_validate_json(store.meta(run_id)["suite"]))
+        resolved = _resolve_suite_here(Suite.stored(store.meta(run_id)["suite"]))
     except ConfigError as exc:  # the same on every delivery: the run fails saying why, it does not wait for ever
         log.error("run %s: cannot plan the scoring of shard %d: %s", run_id, shard, exc)
         store.set_state(run_id, RunState.FAILED, error=f"score_shard: {exc}")
@@ -633,7 +633,7 @@ def _aggregate(
     started = time.time()
     try:
         agg = Aggregator()
-        resolved = _resolve_suite_here(Suite.model_validate_json(meta["suite"]))
+        resolved = _resolve_suite_here(Suite.stored(meta["suite"]))
         derived = [(m, p) for m, p in resolved.metrics if m.kind == "derived"]
         # A cancel skips whole chunks: what they held is counted as stopped (a resume scores it), not left out,
         # before the derived metrics read it.
