@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
@@ -622,7 +623,10 @@ class TargetConfig(BaseModel):
     max_429s: int = Field(default=20, ge=0, le=1000)
     #: Seconds one question may take, its tries and their waits together (429 pauses, backoffs): past it the question
     #: fails, saying how long it was asked and why; the others go on. A call in flight is not cut (``timeout_s`` is).
-    max_seconds_per_question: float = Field(default=900.0, gt=0)
+    #: Counted in each delivery of its task (a resume or a redelivery asks afresh). Its default stays below the
+    #: broker's visibility timeout (900 s): a target task (thread pool: no Celery time limit) still running then is
+    #: delivered again, and its questions asked twice.
+    max_seconds_per_question: float = Field(default=600.0, gt=0)
     #: Consecutive failed questions that stop calling this target for the run (the circuit breaker).
     breaker_failures: int = Field(default=10, ge=1)
     #: Reuse replies cached in Redis for the same request (a re-run pays for no call twice).
@@ -729,6 +733,7 @@ class Suite(BaseModel):
     """A suite file (DESIGN.md §7): which metrics, with which params, on which resources."""
 
     model_config = ConfigDict(extra="forbid")
+    _unknown_judge: tuple[str, ...] = PrivateAttr(default=())
 
     name: str = "ragscore"
     metrics: list[MetricSpec] = Field(min_length=1)
@@ -760,8 +765,9 @@ class Suite(BaseModel):
     def stored(cls, text: str | bytes) -> Suite:
         """A suite as a worker reads it from a task message or the run store: written by an orchestrator perhaps newer
         than this worker (a cluster upgraded one part at a time), its judge's and targets' fields this version does not
-        know are ignored, with one warning a process naming them; a bad value of a field it knows is refused as ever
-        (ValidationError). A user's suite file is read strictly (:meth:`model_validate`): a typo there is an error."""
+        know are ignored, with one warning a process naming them (the judge's are kept in :attr:`unknown_judge_fields`:
+        a judge setting may change scores, so a worker refuses to judge with them); a bad value of a field it knows is
+        refused as ever (ValidationError). A user's suite file is read strictly (:meth:`model_validate`)."""
         data = json.loads(text)
         unknown: list[str] = []
         if isinstance(data, dict):
@@ -769,7 +775,14 @@ class Suite(BaseModel):
         if not unknown:
             return cls.model_validate_json(text)
         _say_ignored(unknown)
-        return cls.model_validate_json(json.dumps(data))
+        suite = cls.model_validate_json(json.dumps(data))
+        suite._unknown_judge = tuple(name for name in unknown if name.startswith("judge."))
+        return suite
+
+    @property
+    def unknown_judge_fields(self) -> tuple[str, ...]:
+        """The judge fields of a stored suite this version does not know (:meth:`stored`): empty for any other."""
+        return self._unknown_judge
 
     @property
     def all_targets(self) -> list[TargetConfig]:

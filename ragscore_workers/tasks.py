@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from .aggregate import Aggregator
 from .answers import unanswered_why
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
+from .counts import noun
 from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit
 from .metrics.registry import MetricDef, RunContext, get_metric
@@ -100,6 +101,13 @@ def _resolve(suite_json: str, names: tuple[str, ...]) -> tuple[Suite, list[tuple
         except UnknownMetricError as exc:
             raise _not_here(exc) from exc
         metrics.append((mdef, mdef.parse_params(specs[name].params)))
+    judged = [mdef.name for mdef, _ in metrics if mdef.plan_calls is not None or mdef.queue == Queue.JUDGE]
+    if judged and suite.unknown_judge_fields:  # a judge setting this worker would drop may change the scores
+        raise ConfigError(
+            f"worker {socket.gethostname()} runs a ragscore older than the one that submitted the run: it does not "
+            f"know its judge {noun(len(suite.unknown_judge_fields), 'setting')} {', '.join(suite.unknown_judge_fields)}"
+            f", which may change the scores of {', '.join(judged)}: upgrade this worker, then resume"
+        )
     return suite, metrics
 
 
