@@ -26,6 +26,7 @@ from .atomic_file import atomic_writer, make_out_dir
 from .caller import PYTHON
 from .datasets import Named
 from .datasets.parquet import json_value
+from .datasets.rows import failed_row_at
 from .gates import GateResult, apart, evaluate_gates, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
@@ -238,7 +239,7 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
                 if rows_given else "its line")  # fmt: skip
         each = agree(summary.failed_rows, "it is", "each is")
         warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
-                      f"and why{_first_failed(out_dir, rows_given)}", stacklevel=3)  # fmt: skip
+                      f"and why{_first_failed(out_dir)}", stacklevel=3)  # fmt: skip
     for line in warning_lines(summary):  # scores of 0 that no error explains
         warnings.warn(line, DatasetWarning, stacklevel=3)
     problem = incomplete(summary, PYTHON)
@@ -252,14 +253,11 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
 
 
-def _first_failed(out_dir: Path, rows_given: bool) -> str:
-    """``; the first, row 3: answer: ...`` (its index in the rows given, else its line): which row and why, without
-    opening failed_rows.jsonl; nothing when that file cannot be read."""
+def _first_failed(out_dir: Path) -> str:
+    """``; the first, row 3: answer: ...`` (its index in the rows given, its place in a JSON list, else its line):
+    which row and why, without opening failed_rows.jsonl; nothing when that file cannot be read."""
     first = first_failed_row(out_dir)
-    if first is None:
-        return ""
-    where = f"row {first['index']}" if rows_given and "index" in first else f"line {first['line']}"
-    return f"; the first, {where}: {first['error']}"
+    return "" if first is None else f"; the first, {failed_row_at(first)}: {first['error']}"
 
 
 def _suite_gates(out_dir: Path) -> list[Any]:

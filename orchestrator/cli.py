@@ -837,10 +837,11 @@ def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwa
 
 def _first_unreadable(out: Path, count: int) -> str:
     """Where the unreadable rows are, with the first one's line and reason (the table only counts them)."""
+    from .datasets.rows import failed_row_at
     from .reports.files import first_failed_row
 
     first = first_failed_row(out)
-    said = "" if first is None else f"; the first, line {first['line']}: {first['error']}"
+    said = "" if first is None else f"; the first, {failed_row_at(first)}: {first['error']}"
     return f"{counted(count, 'unreadable row')} not scored{said} (each in {out / 'failed_rows.jsonl'})"
 
 

@@ -51,7 +51,7 @@ from ragscore_workers.providers.cache import cache_key
 from ragscore_workers.providers.factory import judge_identity, judge_key_env
 from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 
-from .datasets import RowError, scan_dataset
+from .datasets import scan_dataset
 from .encode_rates import MeasuredRate
 from .floors import in_flight_rounds, pace_minutes, window_minutes
 from .gold_ids import RetrievalCheck
@@ -206,7 +206,8 @@ class Estimate:
 
     rows: int = 0
     failed_rows: int = 0
-    first_failures: list[RowError] = field(default_factory=list)
+    #: The first unreadable rows, each said as ``line 3: why`` (DatasetScan.failures_said).
+    first_failures: list[str] = field(default_factory=list)
     #: Items scored: rows x targets (1 without targets).
     items: int = 0
     #: Work units (item x metric output) per queue, in QUEUE_ORDER.
@@ -579,7 +580,7 @@ def estimate_run(
     if scan.rows and (unseen := request_fields.error()):
         raise ConfigError(f"{dataset}: {unseen}")
     estimate = run.finish(scan.rows)
-    estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.first_failures
+    estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.failures_said()
     estimate.warnings = [
         *scan.warnings(resolved.filled_fields(), asked=bool(resolved.targets)),
         *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),

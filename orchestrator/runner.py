@@ -233,7 +233,8 @@ def submit(
     commands of a submission cut off by Redis name (:func:`_said_cut_off`). ``caller``: who is warned of what is
     probably wrong with the dataset, and how, and whose options the dataset's errors name.
     """
-    named = named or Named.of(dataset)
+    validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
+    named = (named or Named.of(dataset)).of_file(dataset, fmt, fmt_options, caller)
     run_id = run_id or new_run_id()
     started = time.time()
     bad: list[dict] = []
@@ -253,7 +254,6 @@ def submit(
     needed: set[str] = {"target"} if resolved.targets else set()
     systems: dict[str, None] = {}  # the rows' systems, first seen first (up to SYSTEMS_COUNTED): said once read
     ticker.say(f"reading {Path(named.name).name}")  # said at once, as the plain progress line: then every NOTE_EVERY_S
-    validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
     recorded_format = fmt or (detect_format(dataset, fmt_options, caller) if validated_as is not None else None)
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
@@ -663,8 +663,9 @@ def _shards_to_redo(
                 for line, record in chunk]  # fmt: skip
         bad = next((r for r in rows if isinstance(r, RowError)), None)
         if bad is not None:
-            raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted (line {bad.line}: "
-                               f"{bad.error}); start a new run")  # fmt: skip
+            at = Named.of(dataset).of_file(dataset, fmt, fmt_options, CLI).at(bad.line)
+            raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted ({at}: {bad.error}); start "
+                               "a new run")  # fmt: skip
         yield [r for r in rows if isinstance(r, Row)], None, lookup
 
 

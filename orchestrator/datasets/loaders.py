@@ -716,6 +716,16 @@ def _loses_no_row(lines: list[str], keep: int, closed: bool, header: list[str], 
     return row_read is None and not (closed and any(feed.cut for feed in feeds))
 
 
+def json_list(path: Path) -> bool:
+    """Whether ``path`` is a file (gzip-compressed too) whose JSON starts as a list (``[``): its reader numbers its rows
+    by their place in the list, not by their line. Only its first bytes are read."""
+    try:
+        with _open_bytes(path) as fh:
+            return fh.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"["
+    except (OSError, EOFError):  # no file, or a gzip stream broken: its reader says so
+        return False
+
+
 def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
     """A JSON list of rows or object keyed by id; ``caller``: whose options the error of a JSONL file names."""
     repeated: list[str] = []  # the keys the last object read (the outermost, read last) repeats

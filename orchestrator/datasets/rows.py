@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from array import array
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -29,10 +29,11 @@ from .loaders import (
     WrittenRecord,
     detect_format,
     iter_records,
+    json_list,
     kind,
 )
 
-__all__ = ["DatasetScan", "Named", "iter_rows", "scan_dataset", "validate_record"]
+__all__ = ["DatasetScan", "Named", "failed_row_at", "iter_rows", "scan_dataset", "validate_record"]
 
 #: Duplicate ids listed in the error message before "and N more".
 MAX_DUPLICATES_SHOWN = 5
@@ -270,6 +271,12 @@ class DatasetScan:
     #: Rows with their own top-level :data:`TARGET_ERROR` (an earlier target run's answers.jsonl), which a suite's
     #: targets drop: they answer the question anew.
     target_marks: int = 0
+    #: How its messages name the dataset and its rows (a JSON list's by their place in it).
+    named: Named = field(default_factory=lambda: Named(""))
+
+    def failures_said(self) -> list[str]:
+        """The first unreadable rows, each as ``line 3: why`` (``row 3 of the JSON list: why``)."""
+        return [f"{self.named.at(e.line)}: {e.error}" for e in self.first_failures]
 
     def warnings(self, filled: Container[str] = frozenset(), caller: Caller = CLI, *, asked: bool = False) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``).
@@ -319,12 +326,23 @@ class Named:
     def of(cls, path: Path) -> Named:
         return cls(str(path))
 
+    def of_file(self, path: Path, fmt: str | None, options: dict[str, Any] | None, caller: Caller) -> Named:
+        """As named, its rows said by their place in the list (``in_list``) where ``path`` is one JSON list."""
+        if self.as_rows or self.in_list or not json_list(path):
+            return self
+        return replace(self, in_list=(fmt or detect_format(path, options, caller)) == "json")
+
     def at(self, line: int) -> str:
-        """``line 3``, or ``row 2`` of the rows given."""
-        return f"row {line - 1}" if self.as_rows else f"line {line}"
+        """``line 3``, ``row 2`` of the rows given, or ``row 3 of the JSON list``."""
+        if self.as_rows:
+            return f"row {line - 1}"
+        return f"row {line} of the JSON list" if self.in_list else f"line {line}"
 
     def failed_row(self, err: RowError) -> dict[str, Any]:
-        """``err`` as ``failed_rows.jsonl`` keeps it: its line (from 1), and for rows given also its ``index``."""
+        """``err`` as ``failed_rows.jsonl`` keeps it: its line (from 1), and for rows given also its ``index``; a JSON
+        list's row by its ``row`` in the list (from 1) instead of a line."""
+        if self.in_list:
+            return {"row": err.line, "error": err.error, "raw": err.raw}
         return err.to_json() | ({"index": err.line - 1} if self.as_rows else {})
 
     def both(self, first: int, second: int) -> str:
@@ -332,6 +350,16 @@ class Named:
         if self.as_rows:
             return f"in rows {first - 1} and {second - 1}"
         return f"in rows {first} and {second} of the JSON list" if self.in_list else f"on lines {first} and {second}"
+
+
+def failed_row_at(row: Mapping[str, Any]) -> str:
+    """Where a row of failed_rows.jsonl (:meth:`Named.failed_row`) is: ``row 2`` of the rows given (its ``index``),
+    ``row 3 of the JSON list`` (its ``row``), else ``line 3``."""
+    if "index" in row:
+        return f"row {row['index']}"
+    if "row" in row:
+        return f"row {row['row']} of the JSON list"
+    return f"line {row.get('line', '-')}"
 
 
 #: Unreadable rows named in the error of a dataset with no readable row.
@@ -441,8 +469,6 @@ def _find_duplicates(
 ) -> None:  # fmt: skip
     """Second pass (only when hashes repeat): the real duplicate keys and the lines (a JSON list's places) they repeat
     on."""
-    if not named.as_rows and (fmt or detect_format(path, options, caller)) == "json":
-        named = replace(named, in_list=True)
     first_seen: dict[str, int] = {}
     for line, row in iter_rows(path, fmt, options, caller=caller):
         if isinstance(row, RowError) or _key_hash(key := _scan_key(row, asked_as)) not in repeated:
@@ -484,8 +510,8 @@ def scan_dataset(
     Memory: one 8-byte hash per row in a flat array (8 MB per million rows), not the rows; lines of
     duplicates are found by a second pass that runs only when two hashes are equal.
     """
-    named = named or Named.of(path)
-    scan = DatasetScan()
+    named = (named or Named.of(path)).of_file(path, fmt, options, caller)
+    scan = DatasetScan(named=named)
     hashes = array("q")  # 8 bytes per row: the only state that grows with the dataset
     for _, row in iter_rows(path, fmt, options, caller=caller):
         if isinstance(row, RowError):
@@ -525,7 +551,7 @@ def scan_dataset(
     if scan.rows == 0:
         if not scan.failed:
             raise DatasetError(f"{named.name}: no rows to score; nothing was submitted.")
-        reasons = "\n".join(f"  {named.at(e.line)}: {e.error}" for e in scan.first_failures)
+        reasons = "\n".join(f"  {said}" for said in scan.failures_said())
         hidden = scan.failed - len(scan.first_failures)
         more = f"\n  {and_more(hidden)}" if hidden else ""  # one a line: not listed()'s "a, b and 2 more"
         raise DatasetError(

@@ -515,7 +515,7 @@ def print_estimate(
     line += f"; {counted(estimate.items, 'item')}" if estimate.items != estimate.rows else ""
     console.print(line, soft_wrap=True)
     for failure in estimate.first_failures:
-        console.print(f"  line {failure.line}: {failure.error}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"  {failure}", markup=False, highlight=False, soft_wrap=True)
     if estimate.failed_rows > len(estimate.first_failures):
         from ragscore_workers.store import MAX_FAILED_ROWS_STORED
 

@@ -129,7 +129,7 @@ def first_failed_row(out_dir: Path) -> dict[str, Any] | None:
             first = json.loads(fh.readline())
     except (OSError, ValueError):
         return None
-    return first if isinstance(first, dict) and "line" in first and "error" in first else None
+    return first if isinstance(first, dict) and ("line" in first or "row" in first) and "error" in first else None
 
 
 def missing_reports(out_dir: Path, summary: RunSummary, digests: Mapping[str, str] | None = None) -> str | None:

@@ -11,6 +11,7 @@ from ragscore_workers.counts import thousands
 from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
+from ..datasets.rows import failed_row_at
 from . import plots
 from .console import (
     breakdown_cell,
@@ -246,7 +247,9 @@ def render_html(
         "texts_note": texts.note,
         "preview_chars": MAX_PREVIEW_CHARS,
         "errors": stats.error_examples,
-        "failed_rows": (failed_rows or [])[:MAX_FAILED_ROWS],
+        "failed_rows": [
+            {"at": failed_row_at(r), "error": r.get("error", "")} for r in (failed_rows or [])[:MAX_FAILED_ROWS]
+        ],
         "facts": _facts(summary, info),
         "suite_json": json.dumps(suite, indent=2, ensure_ascii=False) if suite else "",
     }

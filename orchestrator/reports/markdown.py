@@ -8,6 +8,7 @@ from typing import Any
 from ragscore_workers.counts import agree, counted, counted_of, thousands
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
+from ..datasets.rows import failed_row_at
 from ..terminal import shown
 from .console import (
     breakdown_cell,
@@ -272,11 +273,11 @@ def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]
 
 
 def _failed_rows(summary: RunSummary, failed_rows: list[dict[str, Any]]) -> list[str]:
-    """The first unreadable rows (line and why), and how many more failed_rows.jsonl holds."""
+    """The first unreadable rows (where and why), and how many more failed_rows.jsonl holds."""
     if not failed_rows:
         return []
-    lines = ["## Unreadable rows", "", "| line | error |", "|---|---|"]
-    lines += [f"| {md_cell(r.get('line', '-'))} | {md_cell(r.get('error', ''))} |" for r in failed_rows]
+    lines = ["## Unreadable rows", "", "| row | error |", "|---|---|"]
+    lines += [f"| {md_cell(failed_row_at(r))} | {md_cell(r.get('error', ''))} |" for r in failed_rows]
     if summary.failed_rows > len(failed_rows):
         lines += ["", f"… {thousands(summary.failed_rows - len(failed_rows))} more in failed_rows.jsonl."]
     return [*lines, ""]

@@ -155,8 +155,8 @@ details.</p>
 
 {% if failed_rows %}
 <h2 id="failed-rows">Unreadable rows</h2>
-<table><tr><th>line</th><th class="l">error</th></tr>
-{% for r in failed_rows %}<tr><td>{{ r.line }}</td><td class="l">{{ r.error }}</td></tr>{% endfor %}</table>
+<table><tr><th>row</th><th class="l">error</th></tr>
+{% for r in failed_rows %}<tr><td>{{ r.at }}</td><td class="l">{{ r.error }}</td></tr>{% endfor %}</table>
 {% if s.failed_rows > failed_rows|length %}<p class="muted">… {{ (s.failed_rows - failed_rows|length)|thousands }}
 more in failed_rows.jsonl.</p>{% endif %}
 {% endif %}

@@ -251,6 +251,37 @@ def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, ho
     assert _our_processes(home) == []  # workers stopped, private redis shut down
 
 
+def test_the_bad_rows_of_a_json_list_are_said_by_their_place_in_the_list_not_as_lines(
+    tmp_path: Path, home: Path
+) -> None:
+    """A .json list's reader numbers its rows by their place in the list (a pretty-printed list's row 3 is on no line
+    3): the errors file, the console, report.md, report.html and the dry run said them as "line 3"."""
+    long = {"id": "long", "question": "q?", "contexts": 5, "answer": "x" * 3000}  # row 3: contexts is no list
+    rows = [*make_rows(2), long, 7, *make_rows(4)[2:]]  # row 4: no object
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps(rows, indent=2))
+    suite = str(_suite(tmp_path, GOOD_SUITE))
+    out = tmp_path / "out"
+    result = ragscore("run", str(data), "--suite", suite, "--out", str(out), home=home, env={"COLUMNS": "300"})
+    assert result.returncode == 0, result.stderr
+    failed = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
+    said_as = [(f.get("row"), "line" in f, f["error"].split(":")[0]) for f in failed]
+    assert said_as == [(3, False, "contexts"), (4, False, "element 4")]
+    # the raw is the object's own JSON, its note counting that object's characters (not the file's)
+    assert failed[0]["raw"].endswith(f" [cut: the row has {len(json.dumps(long)):,} characters]")
+    said = " ".join(result.stderr.split())
+    assert "2 unreadable rows not scored; the first, row 3 of the JSON list: contexts" in said
+    assert "| row 3 of the JSON list | contexts:" in (out / "report.md").read_text()
+    assert "<td>row 4 of the JSON list</td>" in (out / "report.html").read_text()
+    dry = ragscore("run", str(data), "--suite", suite, "--dry-run", home=home, env={"COLUMNS": "300"})
+    assert dry.returncode == 0, dry.stderr
+    assert "  row 3 of the JSON list: contexts:" in dry.stdout and "line 3" not in dry.stdout
+    unreadable = tmp_path / "bad.json"
+    unreadable.write_text(json.dumps([1, 2]))
+    refused = ragscore("run", str(unreadable), "--suite", suite, "--dry-run", home=home, env={"COLUMNS": "300"})
+    assert refused.returncode == 2 and "row 2 of the JSON list: element 2" in " ".join(refused.stderr.split())
+
+
 def test_a_failing_metric_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:
     rows = make_rows(8)
     for row in rows:

@@ -258,7 +258,7 @@ def test_report_md_lists_the_first_unreadable_rows_escaped_and_says_how_many_mor
     failed = [{"line": n, "error": f"invalid JSON near <img src=x> | {n}"} for n in range(2, 22)]
     text = render_markdown(summary, failed_rows=failed)
     section = text.split("## Unreadable rows\n\n", 1)[1].split("\n## ", 1)[0]
-    assert "| 2 | invalid JSON near \\<img src=x\\> \\| 2 |" in section
+    assert "| line 2 | invalid JSON near \\<img src=x\\> \\| 2 |" in section
     assert section.count("invalid JSON") == 20 and "… 5 more in failed_rows.jsonl." in section
 
 

@@ -58,7 +58,7 @@ def test_worst_items_show_the_question_and_answer_escaped_and_cut(run_dir: Path)
 def test_report_md_lists_the_unreadable_rows_with_their_line(run_dir: Path) -> None:
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     section = md.split("## Unreadable rows")[1]
-    assert "| 2 |" in section and "JSON" in section
+    assert "| line 2 |" in section and "JSON" in section
 
 
 def test_a_dataset_changed_or_gone_since_the_run_is_said_not_shown(run_dir: Path, tmp_path: Path) -> None:
