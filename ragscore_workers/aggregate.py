@@ -136,6 +136,16 @@ def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
+def retrieved_nothing(details: Mapping[str, Any]) -> bool:
+    """Whether a result was scored on an input empty by design (``details["empty"]``: recall_at_k's row without
+    retrieved ids). A result stored before that flag (a resume of an older run) lacks it, and the item keeps no
+    retrieved ids to read it from: its recall_at_k details say so by a ``retrieved_top_1`` of None (a row that
+    retrieved something has a top id, a blank one too: ``""``)."""
+    if "empty" in details:
+        return bool(details["empty"])
+    return "retrieved_top_1" in details and details["retrieved_top_1"] is None
+
+
 class _Acc:
     """Accumulates one metric output: scored values, of which scored on an empty input, errors and unscorable counts,
     of which stopped (and, for a dataset-level output, why items were unscorable)."""
@@ -348,7 +358,7 @@ class Aggregator:
             any_score = any_score or score is not None
             all_scored = all_scored and score is not None
             details = result.get("details") or {}
-            stopped, empty = bool(details.get("stopped")), bool(details.get("empty"))
+            stopped, empty = bool(details.get("stopped")), retrieved_nothing(details)
             self.metrics[name].add(score, error, details.get("reason"), stopped, item=meta, empty=empty)
             for dim, value in dims:
                 self._breakdown(dim, value)[name].add(score, error, stopped=stopped, empty=empty)

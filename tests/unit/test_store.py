@@ -726,3 +726,36 @@ def test_a_resume_starts_a_worker_for_each_queue_its_counters_say_has_work_or_do
     assert queues_left(store, run, suite, ["cpu", "judge", "embed"]) == ["judge", "embed"]
     store.r.hset(store.key(run, "progress"), "done:judge", 2)
     assert queues_left(store, run, suite, ["cpu", "judge", "embed"]) == ["embed"]
+
+
+def test_an_llm_only_systems_rows_stored_before_the_empty_flag_are_not_counted_as_gold_id_misses(
+    store: RunStore,
+) -> None:
+    """A run started before recall_at_k marked a row that retrieved nothing (``details["empty"]``) stored its
+    LLM-only system's rows without the flag: a resume's aggregation counted them as misses, and the run ended warning
+    that system's gold ids were named otherwise. The item keeps no retrieved ids: its details' top id of None tells."""
+    from orchestrator.reports.console import retrieved_nothing_lines, warning_lines
+    from ragscore_workers.metrics.retrieval import RecallParams, recall_at_k
+    from ragscore_workers.schemas import Suite
+    from ragscore_workers.tasks import aggregate_in
+
+    run = "t-before-empty-flag"
+    suite = Suite.model_validate({"metrics": ["recall_at_k"]})
+    store.create_run(run, {"state": "running", "suite": suite.model_dump_json(), "items": 4})
+    store.add_ids(run, 0, ["rag-1", "rag-2", "llm-1", "llm-2"], {"cpu": 4})
+    for i in (1, 2):
+        for system, retrieved in (("rag", [f"d{i}", "d9"]), ("llm", [])):
+            row = Row(id=str(i), system=system, gold_doc_id=f"d{i}", retrieved_doc_ids=retrieved)
+            results = recall_at_k(row, RecallParams())
+            if system == "llm":  # as the older code stored it: no flag
+                older = {k: v for k, v in results["mrr"].details.items() if k != "empty"}
+                results = {name: r.model_copy(update={"details": older}) for name, r in results.items()}
+            store.write_results(run, "cpu", [(f"{system}-{i}", {"id": str(i), "system": system}, results)])
+    store.set_meta(run, n_shards=1)
+    aggregate_in(store, run)
+    summary = store.summary(run)
+    assert (summary.metrics["mrr"].n, summary.metrics["mrr"].empty) == (4, 2)
+    assert warning_lines(summary) == []
+    assert retrieved_nothing_lines(summary) == [
+        "recall_at_k: 2 rows (of system llm) retrieved nothing (retrieved_doc_ids empty): each scores 0"
+    ]
