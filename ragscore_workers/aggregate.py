@@ -26,6 +26,7 @@ import numpy as np
 
 from .metrics._judge_agreement import Agreement
 from .metrics._typed_values import grouped_question_type
+from .retrieved_systems import SystemTally
 from .schemas import ItemResult, MetricSummary, RunSummary
 
 __all__ = [
@@ -69,6 +70,9 @@ FIRST_ERROR_CHARS = 1000
 ITEM_LABEL_CHARS = 300
 #: The metric output ``compare_answers`` ranks the systems of a question by.
 COMPARE_METRIC = "checks"
+#: The recall_at_k output whose score tells whether a row found a gold id at any rank (above 0) and the gold-id lines
+#: read (``orchestrator.gold_ids``).
+RETRIEVAL_OUTPUT = "mrr"
 
 
 def bootstrap_ci(
@@ -322,6 +326,8 @@ class Aggregator:
         #: Per dual-judge metric output: agreement of its two judges (from ``details["ratings"]``).
         self.agreement: defaultdict[str, Agreement] = defaultdict(Agreement)
         self.wins = Wins()
+        #: recall_at_k's rows per system, of every system: what the gold-id lines name (its breakdown keeps the first).
+        self.retrieval = SystemTally()
         #: The id hash of each item that has a system (8 bytes an item; ids are unique per system, so an id hash
         #: seen twice is a question two systems answered). Python's own str hash, salted per process: right only
         #: because one Aggregator, in one process, sees every item; never store these nor merge two Aggregators'.
@@ -364,6 +370,8 @@ class Aggregator:
                 self._breakdown(dim, value)[name].add(score, error, stopped=stopped, empty=empty)
             if name == COMPARE_METRIC and error is None:
                 self.wins.add(meta.get("id"), meta.get("system"), score)
+            if name == RETRIEVAL_OUTPUT and score is not None and error is None and meta.get("system") is not None:
+                self.retrieval.add(str(meta["system"]), empty, found=score > 0)
             if "ratings" in details:
                 self.agreement[name].add_details(details)
             categories = details.get("categories")
@@ -410,6 +418,7 @@ class Aggregator:
             wins=self.wins.summary(),
             paired_questions=paired.questions,
             paired_systems=self._paired_systems(paired.partners),
+            retrieved_systems=self.retrieval.systems(),
             **extra,
         )
 

@@ -926,6 +926,21 @@ class MetricSummary(BaseModel):
     empty: int = 0
 
 
+class SystemsNamed(BaseModel):
+    """Some of a run's systems: the first few named (in the order first seen) and how many there are."""
+
+    names: list[str] = Field(default_factory=list)
+    count: int = 0
+
+
+class RetrievedSystems(BaseModel):
+    """``recall_at_k``'s rows told apart per system, of every system (``by_system`` keeps the first 1,000): those with
+    rows that retrieved nothing, and those none of whose rows that retrieved something found a gold id."""
+
+    nothing: SystemsNamed = Field(default_factory=SystemsNamed)
+    missed: SystemsNamed = Field(default_factory=SystemsNamed)
+
+
 class RunSummary(BaseModel):
     """``summary.json``."""
 
@@ -957,4 +972,7 @@ class RunSummary(BaseModel):
     #: Per system of ``by_system``, how many of its other systems answered a question id it answered: those ``ragscore
     #: compare --baseline SYSTEM`` pairs with it (None in a summary written before they were counted).
     paired_systems: dict[str, int] | None = None
+    #: recall_at_k's systems that retrieved nothing or missed every gold id, of every system (None: no scored row
+    #: has a system, or a summary written before they were told: ``by_system`` tells them, the first 1,000).
+    retrieved_systems: RetrievedSystems | None = None
     timing: dict[str, Any] = Field(default_factory=dict)

@@ -21,6 +21,7 @@ from ragscore_workers.schemas import (
     EmbeddingConfig,
     JudgeConfig,
     MetricSummary,
+    RetrievedSystems,
     RunSummary,
     Suite,
     TargetConfig,
@@ -169,15 +170,17 @@ def unscored_lines(summary: RunSummary) -> list[str]:
     ]
 
 
-def _retrieved(summary: RunSummary) -> tuple[gold_ids.Retrieved, dict[str, gold_ids.Retrieved]]:
-    """``recall_at_k``'s rows as the summary counted them (its ``mrr``), pooled and per system (not those pooled
-    past the breakdown's first values)."""
+def _retrieved(summary: RunSummary) -> tuple[gold_ids.Retrieved, RetrievedSystems | None]:
+    """``recall_at_k``'s rows as the summary counted them (its ``mrr``), pooled and per system (of every system; in a
+    summary written before it told them, those of the breakdown, not those pooled past its first values)."""
     m = summary.metrics.get("mrr")
     pooled = gold_ids.Retrieved.of(m) if m is not None else gold_ids.Retrieved()
+    if summary.retrieved_systems is not None:
+        return pooled, summary.retrieved_systems
     systems = {
         s: gold_ids.Retrieved.of(ms["mrr"]) for s, ms in summary.by_system.items() if s != OTHER_VALUES and "mrr" in ms
     }
-    return pooled, systems
+    return pooled, gold_ids.of_breakdown(systems)
 
 
 def missed_lines(summary: RunSummary) -> list[str]:

@@ -548,6 +548,21 @@ def test_gold_ids_named_otherwise_than_the_retrieved_ids_are_said_by_the_dry_run
     assert result.returncode == 0 and "no gold_doc_id" not in result.stdout, result.stdout
 
 
+def test_the_dry_run_names_a_system_whose_ids_are_named_otherwise_past_the_first_1000(tmp_path: Path) -> None:
+    """The dry run told systems apart only among the first MAX_BREAKDOWN_VALUES it read (as the run's breakdown keeps
+    them): a system seen after them whose gold ids are named otherwise was not said. It is, from the one read."""
+    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES
+
+    rows = [{"id": f"q{i}", "system": f"s{i:04}", "gold_doc_id": f"d{i}", "retrieved_doc_ids": [f"d{i}"]}
+            for i in range(MAX_BREAKDOWN_VALUES + 1)]  # fmt: skip
+    rows += [{"id": f"q{i}", "system": "bm25", "gold_doc_id": f"d{i}", "retrieved_doc_ids": ["x", "y"]} for i in (1, 2)]
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["recall_at_k"]}))
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert said.count("Warning: recall_at_k: no gold_doc_id of system bm25 is among its retrieved_doc_ids") == 1, said
+
+
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
     """HumanEval rows with their tests in ``checks`` and a suite of ``code_test`` alone: ``return x - y`` scored 1.0
     (only the exit code counted; the checks were not scored) and nothing said so before the run."""

@@ -14,8 +14,10 @@ from orchestrator.reports.console import (
     embedding_line,
     judge_line,
     print_summary,
+    retrieved_nothing_lines,
     target_lines,
     unfilled_lines,
+    warning_lines,
 )
 from orchestrator.reports.markdown import render_markdown
 from ragscore_workers.aggregate import summarize, wilson_ci
@@ -301,6 +303,30 @@ def test_gold_ids_never_among_the_retrieved_ones_are_said_once_for_the_dataset_a
         assert said(items).count("recall_at_k: 3 rows (of system llm) retrieved nothing (retrieved_doc_ids empty): "
                                  "each scores 0") == 1, said(items)  # fmt: skip
     assert "no gold_doc_id of system bm25 is among" in said(apart + alike + llm)
+
+
+def test_the_gold_id_lines_name_the_systems_past_the_breakdowns_first_1000() -> None:
+    """The lines named systems only among the breakdown's first MAX_BREAKDOWN_VALUES: an LLM-only system seen after
+    them was said as rows "retrieved nothing" of no system, one whose ids are named otherwise not at all."""
+    from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES
+    from ragscore_workers.metrics.retrieval import RecallParams, recall_at_k
+    from ragscore_workers.schemas import Row
+
+    def item(i: int, system: str, retrieved: list[str]) -> ItemResult:
+        row = Row(id=f"q{i}", system=system, gold_doc_id=f"d{i}", retrieved_doc_ids=retrieved)
+        return ItemResult(id=row.id, system=system, metrics=recall_at_k(row, RecallParams()))
+
+    items = [item(i, f"s{i:04}", [f"d{i}"]) for i in range(MAX_BREAKDOWN_VALUES + 1)]  # each found its gold id
+    items += [item(i, "llm", []) for i in range(2)] + [item(i, "bm25", ["x", "y"]) for i in range(2)]
+    summary = summarize("r1", items)
+    assert "llm" not in summary.by_system and "bm25" not in summary.by_system  # pooled past the first 1,000
+    assert retrieved_nothing_lines(summary) == [
+        "recall_at_k: 2 rows (of system llm) retrieved nothing (retrieved_doc_ids empty): each scores 0"
+    ]
+    (missed,) = warning_lines(summary)
+    assert missed.startswith("recall_at_k: no gold_doc_id of system bm25 is among its retrieved_doc_ids"), missed
+    # the summary as summary.json keeps it says the same
+    assert warning_lines(type(summary).model_validate_json(summary.model_dump_json())) == [missed]
 
 
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
