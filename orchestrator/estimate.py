@@ -54,7 +54,7 @@ from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
 from .datasets import scan_dataset
 from .encode_rates import MeasuredRate
 from .floors import in_flight_rounds, pace_minutes, window_minutes
-from .gold_ids import RetrievalCheck
+from .gold_ids import FROM_TARGETS, RetrievalCheck
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
@@ -227,6 +227,8 @@ class Estimate:
     cache_checked: bool = False
     #: What is probably wrong with the dataset (``DatasetScan.warnings``), as a run would warn.
     warnings: list[str] = field(default_factory=list)
+    #: What a run would say as information (gold_ids: rows that retrieved nothing), or that it checks after it.
+    notes: list[str] = field(default_factory=list)
     #: The metrics that will score no item (no row has a field they need): a run exits 1 for them.
     scoreless: list[str] = field(default_factory=list)
     #: The texts the embedding metrics would encode (None: the suite has none).
@@ -547,8 +549,18 @@ def judge_calls_planned(estimate: Estimate) -> int | None:
 def _retrieval_check(resolved: ResolvedSuite) -> RetrievalCheck | None:
     """A tally of the rows' gold ids against their retrieved ids where the suite scores ``recall_at_k`` on the rows as
     given (no targets: a target's replies may fill the retrieved ids)."""
-    scores = any(m.name == "recall_at_k" for m, _ in resolved.scoring)
-    return RetrievalCheck() if scores and not resolved.targets else None
+    return RetrievalCheck() if _scores_recall(resolved) and not resolved.targets else None
+
+
+def _scores_recall(resolved: ResolvedSuite) -> bool:
+    return any(m.name == "recall_at_k" for m, _ in resolved.scoring)
+
+
+def _retrieval_notes(resolved: ResolvedSuite, ids: RetrievalCheck | None) -> list[str]:
+    """What the run will say of rows that retrieved nothing, or, with targets, that their ids are checked after it."""
+    if ids is not None:
+        return ids.notes()
+    return [FROM_TARGETS] if _scores_recall(resolved) and resolved.targets else []
 
 
 def estimate_run(
@@ -586,6 +598,7 @@ def estimate_run(
         *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),
         *(ids.lines() if ids is not None else []),
     ]
+    estimate.notes = _retrieval_notes(resolved, ids)
     estimate.scoreless = resolved.scoreless(scan.fields_seen) if scan.rows else []
     estimate.items = scan.rows * max(1, len(resolved.targets))
     return estimate

@@ -17,8 +17,11 @@ from ragscore_workers.metrics.retrieval import gold_rank
 from ragscore_workers.retrieved_systems import MAX_SYSTEMS_SHOWN, SystemTally, missed
 from ragscore_workers.schemas import MetricSummary, RetrievedSystems, Row, SystemsNamed
 
-__all__ = ["RetrievalCheck", "Retrieved", "missed_lines", "nothing_lines", "of_breakdown"]
+__all__ = ["FROM_TARGETS", "RetrievalCheck", "Retrieved", "missed_lines", "nothing_lines", "of_breakdown"]
 
+#: What ``--dry-run`` says in their place for a suite with targets, whose replies give the rows' retrieved ids.
+FROM_TARGETS = ("recall_at_k: the suite's targets give each row's retrieved_doc_ids as the run asks them, so whether "
+                "its gold_doc_id is among them is checked after the run")  # fmt: skip
 #: What the line asks the user to check.
 CHECK = "do gold_doc_id and retrieved_doc_ids name documents alike (not `doc_12` and `12`, nor a chunk's id)?"
 
@@ -112,3 +115,7 @@ class RetrievalCheck:
     def lines(self) -> list[str]:
         """The line the run will end with where no row's gold id is among its retrieved ids."""
         return missed_lines(self.pooled, self.systems.systems())
+
+    def notes(self) -> list[str]:
+        """The line, as information, the run will end with where some rows retrieved nothing."""
+        return nothing_lines(self.pooled, self.systems.systems())

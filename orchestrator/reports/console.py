@@ -531,6 +531,8 @@ def print_estimate(
                       "failed_rows.jsonl)", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     for warning in estimate.warnings:
         console.print(f"Warning: {warning}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    for note in estimate.notes:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     units = Table(title="work per queue")
     units.add_column("queue")
     units.add_column("item x metric outputs", justify="right")

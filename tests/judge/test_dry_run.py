@@ -563,6 +563,32 @@ def test_the_dry_run_names_a_system_whose_ids_are_named_otherwise_past_the_first
     assert said.count("Warning: recall_at_k: no gold_doc_id of system bm25 is among its retrieved_doc_ids") == 1, said
 
 
+def test_the_dry_run_says_the_retrieved_nothing_line_the_run_ends_with_and_with_targets_that_it_checks_after(
+    tmp_path: Path,
+) -> None:
+    """The dry run said only the mismatch line of the two the run ends with: not that an LLM-only system's rows
+    retrieved nothing (information, as the run says it). With targets, whose replies give the retrieved ids, it said
+    nothing of the check it skips."""
+    from orchestrator.gold_ids import FROM_TARGETS
+
+    rows = [{"id": f"q{i}", "system": "rag", "gold_doc_id": f"d{i}", "retrieved_doc_ids": [f"d{i}"]} for i in (1, 2)]
+    rows += [{"id": f"q{i}", "system": "llm", "question": "q?", "gold_doc_id": f"d{i}", "retrieved_doc_ids": []}
+             for i in (1, 2)]  # fmt: skip
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["recall_at_k"]}))
+    result = _dry_run(data, tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.splitlines()
+    line = "recall_at_k: 2 rows (of system llm) retrieved nothing (retrieved_doc_ids empty): each scores 0"
+    assert said.count(line) == 1 and FROM_TARGETS not in result.stdout, result.stdout
+    target = {"system": "api", "url": "http://127.0.0.1:9/ask", "response": {"retrieved_doc_ids": "ids"}}
+    (tmp_path / "t.json").write_text(json.dumps({"metrics": ["recall_at_k"], "targets": [target]}))
+    asked = _dry_run(write_jsonl(tmp_path / "q.jsonl", [{**row, "id": f"t{i}"} for i, row in enumerate(rows)]),
+                     tmp_path / "t.json")  # fmt: skip
+    assert asked.returncode == 0, asked.stderr
+    assert " ".join(asked.stdout.split()).count(FROM_TARGETS) == 1 and "retrieved nothing" not in asked.stdout
+
+
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
     """HumanEval rows with their tests in ``checks`` and a suite of ``code_test`` alone: ``return x - y`` scored 1.0
     (only the exit code counted; the checks were not scored) and nothing said so before the run."""
