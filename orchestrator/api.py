@@ -235,11 +235,10 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     them, and its line in their copy)."""
     if summary.failed_rows:
         rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
-        line = (f"its index in {ROWS_GIVEN.name} (from 0; its line, from 1, is that of their copy, {ROWS_FILE})"
-                if rows_given else "its line")  # fmt: skip
+        first = first_failed_row(out_dir)
         each = agree(summary.failed_rows, "it is", "each is")
-        warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with {line} "
-                      f"and why{_first_failed(out_dir)}", stacklevel=3)  # fmt: skip
+        warnings.warn(f"{rows} unreadable and not scored: {each} in {out_dir / 'failed_rows.jsonl'} with "
+                      f"{_place(first, rows_given)} and why{_first_failed(first)}", stacklevel=3)  # fmt: skip
     for line in warning_lines(summary):  # scores of 0 that no error explains
         warnings.warn(line, DatasetWarning, stacklevel=3)
     problem = incomplete(summary, PYTHON)
@@ -253,10 +252,17 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
 
 
-def _first_failed(out_dir: Path) -> str:
+def _place(first: dict[str, Any] | None, rows_given: bool) -> str:
+    """How failed_rows.jsonl places each row: its index in the rows given, its row in a JSON list (by the first one,
+    ``first``: :meth:`Named.failed_row` keeps such a row's ``row``, not a line), else its line."""
+    if rows_given:
+        return f"its index in {ROWS_GIVEN.name} (from 0; its line, from 1, is that of their copy, {ROWS_FILE})"
+    return "its row in the JSON list (from 1)" if first is not None and "row" in first else "its line"
+
+
+def _first_failed(first: dict[str, Any] | None) -> str:
     """``; the first, row 3: answer: ...`` (its index in the rows given, its place in a JSON list, else its line):
-    which row and why, without opening failed_rows.jsonl; nothing when that file cannot be read."""
-    first = first_failed_row(out_dir)
+    which row and why, from failed_rows.jsonl's ``first`` row; nothing when that file cannot be read."""
     return "" if first is None else f"; the first, {failed_row_at(first)}: {first['error']}"
 
 

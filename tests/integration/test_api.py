@@ -509,6 +509,14 @@ def test_the_warning_of_unreadable_rows_names_the_first_one_and_why(tmp_path: Pa
         evaluate(path, {"metrics": ["exact_match"]}, out=tmp_path / "file")
     (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
     assert warned.endswith("; the first, line 2: contexts: Input should be a valid list, got int"), warned
+    assert "with its line and why" in warned, warned
+    # a JSON list's rows are on no line of their own: each is placed by its row in the list
+    listed = tmp_path / "rows.json"
+    listed.write_text(json.dumps(rows, indent=2))
+    with pytest.warns(UserWarning, match="2 rows were unreadable") as caught:
+        evaluate(listed, {"metrics": ["exact_match"]}, out=tmp_path / "list")
+    (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert "with its row in the JSON list (from 1) and why; the first, row 2 of the JSON list: contexts:" in warned
 
 
 def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:

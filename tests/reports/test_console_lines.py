@@ -327,6 +327,13 @@ def test_the_gold_id_lines_name_the_systems_past_the_breakdowns_first_1000() -> 
     assert missed.startswith("recall_at_k: no gold_doc_id of system bm25 is among its retrieved_doc_ids"), missed
     # the summary as summary.json keeps it says the same
     assert warning_lines(type(summary).model_validate_json(summary.model_dump_json())) == [missed]
+    # a summary written before retrieved_systems (an older run's folder): its breakdown names the systems, as before
+    within = summarize("r0", items[-5:])  # s1000 found its gold id; llm retrieved nothing; bm25 missed
+    older = type(within).model_validate_json(within.model_dump_json(exclude={"retrieved_systems"}))
+    assert older.retrieved_systems is None and within.retrieved_systems is not None
+    lines = warning_lines(within) + retrieved_nothing_lines(within)
+    assert lines == [missed, retrieved_nothing_lines(summary)[0]]
+    assert warning_lines(older) + retrieved_nothing_lines(older) == lines
 
 
 def test_a_cost_of_nothing_is_0_and_an_unknown_one_is_a_dash_in_the_dry_run_and_the_reports() -> None:
