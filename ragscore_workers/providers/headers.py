@@ -39,6 +39,15 @@ def parse_duration(text: str | None) -> float | None:
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
+def _last_digit_s(duration: str) -> float:
+    """Seconds one unit of ``duration``'s last digit stands for (``3.89s``: 0.01, ``120ms``: 0.001, ``2m``: 60): a
+    message's wait is rounded (the fake's ``3.894`` said as ``3.89``), so a retry at the said time can come a few ms
+    inside the provider's window and be refused again; waiting one unit more never does."""
+    number, unit = _DURATION.findall(duration)[-1]
+    decimals = len(number.partition(".")[2])
+    return _UNIT_S[unit] * 10.0**-decimals
+
+
 def _header(headers: Mapping[str, str], name: str) -> str | None:
     for key, value in headers.items():
         if key.lower() == name:
@@ -111,7 +120,7 @@ def rate_limit_wait(headers: Mapping[str, str], message: str = "") -> float | No
     if wait is not None:
         return wait
     said = _TRY_AGAIN.search(message)
-    if said is not None and (seconds := parse_duration(said.group(1).lower())):
-        return seconds
+    if said is not None and (seconds := parse_duration(said.group(1).lower())) is not None:
+        return seconds + _last_digit_s(said.group(1).lower())
     exhausted = RateLimitInfo.from_headers(headers).exhausted_for()
     return exhausted if exhausted > 0 else None

@@ -447,9 +447,12 @@ def test_retry_after_prefers_milliseconds_then_seconds() -> None:
     [
         ({"retry-after": "9"}, "Please try again in 1.5s.", 9.0),
         ({"retry-after-ms": "250"}, "", 0.25),
-        ({}, "Rate limit reached for gpt-4o on requests per min (RPM): Limit 500. Please try again in 120ms.", 0.12),
-        ({}, "Rate limit reached on tokens per minute (TPM): Limit 6000, Used 5950. Please try again in 7.66s.", 7.66),
-        ({}, "please try again in 2m59.56s", 179.56),
+        # a message's wait is rounded: one unit of its last digit more, so the retry never comes inside the window
+        ({}, "Rate limit reached for gpt-4o on requests per min (RPM): Limit 500. Please try again in 120ms.", 0.121),
+        ({}, "Rate limit reached on tokens per minute (TPM): Limit 6000, Used 5950. Please try again in 7.66s.", 7.67),
+        ({}, "please try again in 2m59.56s", 179.57),
+        ({}, "Please try again in 3.9s.", 4.0),
+        ({}, "Please try again in 0.00s.", 0.01),  # rounded to nothing: a tick, not the backoff of a wait unsaid
         ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "4.5s"}, "Rate limit reached", 4.5),
         ({"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "4.5s"}, "Rate limit reached", None),
         ({}, "Too Many Requests", None),
