@@ -140,8 +140,15 @@ def _drain(fd: int) -> None:
 
 def _blocked_writing_to_a_pipe(pid: int) -> bool:
     """Whether a thread of ``pid`` (its main thread, its echo's) waits writing to a pipe."""
-    threads = Path(f"/proc/{pid}/task").iterdir()  # pipe_write, anon_pipe_write (newer kernels)
-    return any("pipe_write" in (thread / "wchan").read_text() for thread in threads)
+    return any("pipe_write" in _wait_channel(thread) for thread in Path(f"/proc/{pid}/task").iterdir())
+
+
+def _wait_channel(thread: Path) -> str:
+    """What ``thread`` waits in (pipe_write, anon_pipe_write on newer kernels); "" for a thread that has just ended."""
+    try:
+        return (thread / "wchan").read_text()
+    except (FileNotFoundError, ProcessLookupError):  # listed, then gone (a pool thread ending): not a writer
+        return ""
 
 
 def test_a_second_sigterm_while_it_says_stopping_kills_at_once(tmp_path: Path) -> None:
