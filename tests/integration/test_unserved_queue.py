@@ -25,7 +25,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, make_rows, monitor_commands, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, kill_whole, make_rows, monitor_commands, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -302,10 +302,7 @@ def test_a_live_judge_worker_that_misses_the_ask_and_took_nothing_lately_is_not_
             return missed and unserved_queues(store, sub.run_id, unsure=unsure) == {} and unsure == {"judge"}
 
         assert until(served_by_its_key_alone, 30), unsure
-        supervisor = psutil.Process(worker.proc.pid)
-        for proc in [supervisor, *supervisor.children(recursive=True)]:  # killed whole: nothing handed back
-            proc.send_signal(signal.SIGKILL)
-        worker.proc.wait(10)
+        kill_whole(worker)  # nothing handed back
         assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
 
 
@@ -333,10 +330,7 @@ def test_the_message_a_live_worker_too_busy_to_list_it_holds_is_not_called_orpha
             return found.silent > 0 and not found.orphans
 
         assert until(unlisted_and_not_orphaned, 60)
-        supervisor = psutil.Process(worker.proc.pid)
-        for proc in [supervisor, *supervisor.children(recursive=True)]:  # killed whole: nothing handed back
-            proc.send_signal(signal.SIGKILL)
-        worker.proc.wait(10)
+        kill_whole(worker)  # nothing handed back
         assert until(lambda: bool(held_messages(store, sub.run_id).orphans), ALIVE_TTL_S + 30)
         began = time.monotonic()  # its key, still there, was not renewed for SILENT_RENEWED_S: not waited on again
         assert held_messages(store, sub.run_id).orphans and time.monotonic() - began < queues.SILENT_RENEWED_S / 2
