@@ -210,10 +210,24 @@ def kill_whole(worker: WorkerProcess) -> None:
     supervisor = psutil.Process(worker.proc.pid)
     whole = [supervisor, *supervisor.children(recursive=True)]
     for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for proc in whole:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.send_signal(sig)
+        signal_each(whole, sig)
     worker.proc.wait(10)
+
+
+def signal_each(procs: Iterable[psutil.Process], sig: int) -> None:
+    """Send ``sig`` to each of ``procs`` that still runs: one that ended since it was listed is passed over."""
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(sig)
+
+
+def command_line(proc: psutil.Process) -> list[str]:
+    """``proc``'s command line; [] for a process that ended since it was listed (``children()``, ``process_iter``) or
+    that nobody may read: a check over the processes found must not raise on one that just exited."""
+    try:
+        return proc.cmdline()
+    except psutil.Error:  # NoSuchProcess (ZombieProcess with it), AccessDenied
+        return []
 
 
 def tls_certificates(tmp: Path) -> dict[str, Path]:

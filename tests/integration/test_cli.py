@@ -27,6 +27,7 @@ from ..support import (
     ROOT,
     RedisProcess,
     WorkerProcess,
+    command_line,
     interruptible,
     make_rows,
     stop_worker_command,
@@ -822,7 +823,7 @@ def test_ragscore_worker_sizes_its_pool_by_the_cores_it_may_use(tmp_path: Path, 
         assert proc.stderr is not None
         said = proc.stderr.readline()
         assert said.startswith("workers up for cpu"), said
-        celery = [c.cmdline() for c in psutil.Process(proc.pid).children() if "celery" in c.cmdline()]
+        celery = [line for c in psutil.Process(proc.pid).children() if "celery" in (line := command_line(c))]
         assert celery and celery[0][celery[0].index("-c") + 1] == "1", celery
     finally:
         try:

@@ -20,7 +20,7 @@ from orchestrator import embedded_redis
 from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 from ragscore_workers.errors import BrokerError
 
-from ..support import ROOT, interruptible, reading_back_slowly, until, write_jsonl
+from ..support import ROOT, command_line, interruptible, reading_back_slowly, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -73,14 +73,7 @@ def _hold_a_run(tmp_path: Path, rows: list[dict], stderr: int) -> HeldRun:
 
 
 def _celery_children(pid: int) -> list[int]:
-    found = []
-    for child in psutil.Process(pid).children():
-        try:
-            if "celery" in " ".join(child.cmdline()):
-                found.append(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
+    return [child.pid for child in psutil.Process(pid).children() if "celery" in " ".join(command_line(child))]
 
 
 def _release(held: HeldRun) -> None:

@@ -30,7 +30,17 @@ from ragscore_workers.errors import BrokerError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, kill_whole, make_rows, until, write_jsonl
+from ..support import (
+    ROOT,
+    RedisProcess,
+    WorkerProcess,
+    command_line,
+    kill_whole,
+    make_rows,
+    signal_each,
+    until,
+    write_jsonl,
+)
 
 # serial: it kills and hangs Redis and workers, and times how soon a run gets over it (ETAs, "ends soon")
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
@@ -66,8 +76,7 @@ def _run_with_kill(tmp_path: Path, kill: str, visibility_s: int = 4) -> None:
         (main,) = _celery_mains(worker)
         victims = main.children() if kill == "pool" else [main]
         assert victims
-        for proc in victims:
-            proc.send_signal(signal.SIGKILL)
+        signal_each(victims, signal.SIGKILL)
         summary = wait(store, sub.run_id, timeout_s=120 if visibility_s > 120 else 180)
         assert store.progress(sub.run_id)["done"] == 6000 * 4, "every output exactly once"
         write_results(store, sub.run_id, tmp_path / "out")
@@ -138,7 +147,7 @@ class _KillOnce:
 
     def update(self, counters: dict[str, int], final: bool = False) -> None:
         if not self.killed and counters.get("done", 0) >= self.after:
-            (main,) = [p for p in psutil.Process().children() if "cpu,control" in p.cmdline()]
+            (main,) = [p for p in psutil.Process().children() if "cpu,control" in command_line(p)]
             main.send_signal(signal.SIGKILL)
             self.killed = main.pid
 

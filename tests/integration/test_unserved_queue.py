@@ -25,7 +25,17 @@ from orchestrator.suite import load_suite
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, kill_whole, make_rows, monitor_commands, until, write_jsonl
+from ..support import (
+    ROOT,
+    RedisProcess,
+    WorkerProcess,
+    kill_whole,
+    make_rows,
+    monitor_commands,
+    signal_each,
+    until,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -263,8 +273,7 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
     with _a_judge_worker_on_a_slow_call(tmp_path) as (worker, store, sub):
         assert unserved_queues(store, sub.run_id) == {}  # it answers the ask
         celery = psutil.Process(worker.proc.pid).children(recursive=True)  # in a session of their own
-        for proc in celery:
-            proc.send_signal(signal.SIGSTOP)
+        signal_each(celery, signal.SIGSTOP)
         try:
             monkeypatch.setattr(queues, "RECENTLY_TAKEN_S", 3600.0)
             assert unserved_queues(store, sub.run_id) == {}  # it answers no ask, but it took the queue's work
@@ -272,8 +281,7 @@ def test_a_queue_whose_worker_is_too_busy_to_answer_the_ask_is_not_called_unserv
             # its take is past the window, and its key saying it runs expires (frozen, it renews nothing)
             assert until(lambda: set(unserved_queues(store, sub.run_id)) == {"judge"}, ALIVE_TTL_S + 30)
         finally:
-            for proc in celery:
-                proc.send_signal(signal.SIGCONT)
+            signal_each(celery, signal.SIGCONT)
 
 
 @pytest.mark.serial  # the worker's key must be renewed within its TTL while the test looks

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from ..fakes import FakeProvider
-from ..support import ROOT, interruptible, until
+from ..support import ROOT, command_line, interruptible, until
 
 #: Calls evaluate() as a notebook's cells would; after each, a JSON line: the call's item ids, its mean, the pids of
 #: this process's celery workers by queue, and the embedded redis-server's pid.
@@ -24,7 +24,7 @@ CALLS = r"""
 import json, os, sys, warnings
 import psutil
 from orchestrator import evaluate
-from tests.support import make_rows
+from tests.support import command_line, make_rows
 
 warnings.simplefilter("ignore")
 HOME = os.environ["RAGSCORE_HOME"]
@@ -34,7 +34,7 @@ JUDGE = {"provider": "groq", "model": "fake-warm", "base_url": os.environ["FAKE_
 def said(result):
     workers = {}
     for child in psutil.Process().children():  # each queue's worker (its pool's processes are its own children)
-        line = child.cmdline()
+        line = command_line(child)
         if "celery" in line and "-Q" in line:
             workers.setdefault(line[line.index("-Q") + 1].split(",")[0], []).append(child.pid)
     pidfile = os.path.join(HOME, "redis", "redis.pid")  # none once the server stopped
@@ -240,13 +240,13 @@ USERS_TESTS = r"""
 import json, os
 import psutil
 from orchestrator import evaluate
-from tests.support import make_rows
+from tests.support import command_line, make_rows
 
 
 def _scored_and_noted():
     result = evaluate(make_rows(4), {"metrics": ["exact_match"]}, quiet=True)
     assert result.summary.metrics["exact_match"].mean is not None
-    pids = sorted(c.pid for c in psutil.Process().children() if "celery" in " ".join(c.cmdline()))
+    pids = sorted(c.pid for c in psutil.Process().children() if "celery" in " ".join(command_line(c)))
     with open(os.environ["PIDS"], "a") as f:
         f.write(json.dumps(pids) + "\n")
 
@@ -303,7 +303,7 @@ def test_a_second_ctrl_c_ends_an_interrupted_calls_wait_for_the_start_lock_anoth
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "running\n"
         workers = [[c.pid, c.create_time()] for c in psutil.Process(proc.pid).children(recursive=True)
-                   if "celery" in " ".join(c.cmdline())]  # fmt: skip
+                   if "celery" in " ".join(command_line(c))]  # fmt: skip
         with open(home / "redis" / "start.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process's hold: this one's own open file
             proc.send_signal(signal.SIGINT)

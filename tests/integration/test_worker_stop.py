@@ -28,7 +28,16 @@ from ragscore_workers.alive import ALIVE_INDEX
 from ragscore_workers.app import app
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, interruptible, ragscore_worker, until, write_jsonl
+from ..support import (
+    ROOT,
+    RedisProcess,
+    WorkerProcess,
+    command_line,
+    interruptible,
+    ragscore_worker,
+    until,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -552,14 +561,7 @@ def _hold(**_):
 
 def _holders(pid: int) -> list[psutil.Process]:
     """The processes below ``pid`` that ``_HELD_OUTPUT`` started."""
-    found = []
-    for proc in _tree(pid):
-        try:
-            if "# holds" in " ".join(proc.cmdline()):
-                found.append(proc)
-        except psutil.Error:  # gone meanwhile
-            continue
-    return found
+    return [proc for proc in _tree(pid) if "# holds" in " ".join(command_line(proc))]
 
 
 def test_a_sigterm_while_it_cleans_up_after_its_stopped_workers_cuts_nothing_short(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from ..fakes import FakeProvider
-from ..support import ROOT, until, write_jsonl
+from ..support import ROOT, command_line, until, write_jsonl
 
 # serial: its judge worker must stop within seconds (GONE_WITHIN_S)
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
@@ -25,14 +25,7 @@ GONE_WITHIN_S = 20
 
 
 def _workers(pid: int) -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process(pid).children():
-        try:
-            if "celery" in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
+    return [child for child in psutil.Process(pid).children() if "celery" in " ".join(command_line(child))]
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -44,13 +37,7 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _judge_worker(workers: list[psutil.Process]) -> psutil.Process | None:
-    for proc in workers:
-        try:
-            if "judge,control" in proc.cmdline():
-                return proc
-        except psutil.NoSuchProcess:
-            continue
-    return None
+    return next((proc for proc in workers if "judge,control" in command_line(proc)), None)
 
 
 def test_a_killed_runs_judge_worker_stops_within_seconds_and_calls_the_provider_no_more(

@@ -63,7 +63,7 @@ def sandbox_uid_pids(zombies: bool = False, parent: int | None = None) -> list[i
         if parent is not None and int(fields.get("PPid", "0").strip() or 0) != parent:
             continue
         uid = int(fields["Uid"].split()[0])
-        if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + DEFAULT_UID_SLOTS and not _is_slot_helper(p):
+        if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + DEFAULT_UID_SLOTS and not is_slot_helper(int(p.name)):
             found.append(int(p.name))
     return found
 
@@ -92,12 +92,9 @@ def descendants(pid: int) -> list[int]:
 
 def slot_helpers(worker: int) -> list[int]:
     """The sandbox slot helpers of process ``worker``: its children running ``_slot_helper.py``'s text."""
-    return [
-        pid
-        for pid in descendants(worker)
-        if status_fields(pid).get("PPid") == str(worker) and _is_slot_helper(Path(f"/proc/{pid}"))
-    ]
+    return [pid for pid in descendants(worker) if status_fields(pid).get("PPid") == str(worker) and is_slot_helper(pid)]
 
 
-def _is_slot_helper(proc: Path) -> bool:
-    return HELPER_MARK in _read(proc / "cmdline")
+def is_slot_helper(pid: int) -> bool:
+    """Whether ``pid`` runs ``_slot_helper.py``'s text (False once it has exited: a listed pid may be gone)."""
+    return HELPER_MARK in _read(Path(f"/proc/{pid}/cmdline"))

@@ -21,7 +21,7 @@ from ragscore_workers.sandbox import ExecResult, Limits, LocalSandbox, SandboxEr
 from ragscore_workers.sandbox.slots import IDLE_SLOTS, HelperProcess
 
 from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
-from .support import HELPER_MARK, descendants, pids_running, slot_helpers, status_fields
+from .support import descendants, is_slot_helper, pids_running, slot_helpers, status_fields
 
 FAST = Limits(timeout_s=5)
 PYTHON = LocalSandbox().interpreter("python3")
@@ -208,7 +208,7 @@ def test_helpers_exit_with_their_worker_and_a_forked_worker_gets_its_own() -> No
 
 def _helpers_below(root: int) -> list[int]:
     """Slot helpers anywhere in the process tree below ``root``."""
-    return [pid for pid in descendants(root) if HELPER_MARK in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    return [pid for pid in descendants(root) if is_slot_helper(pid)]
 
 
 def test_a_code_worker_that_stops_reaps_its_helpers(tmp_path: Path) -> None:
