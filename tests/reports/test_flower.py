@@ -217,7 +217,8 @@ def test_flower_names_its_broker_with_a_mask_only_where_the_url_has_a_password(
     host = f"127.0.0.1:{redis_server.port}/0"
     log = tmp_path / "flower.log"
     env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": f"redis://{user}@{host}"}
-    command = [sys.executable, "-m", "orchestrator.cli", "flower", "--no-auth", "--port", str(free_port())]
+    # port 0: Flower binds one the kernel picks (a free_port() could be taken before its bind; the port is not read)
+    command = [sys.executable, "-m", "orchestrator.cli", "flower", "--no-auth", "--port", "0"]
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
