@@ -96,6 +96,9 @@ class Finishing:
     #: The rows its chunk carries not written yet (:meth:`_RowsLeft.of`; 0 for a bookkeeping
     #: task).
     items: int
+    #: Whether it runs it (finishes it); False: it took it and did not start it (a prefetch), and its message goes
+    #: back to its queue as the worker exits.
+    running: bool = True
 
 
 @dataclass(frozen=True)
@@ -177,12 +180,15 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     answered = set(replies[0]) & set(replies[1])
     if answered and any(at is not None and now - at >= ORPHAN_SETTLED_S for at in delivered):
         live |= _listed_by(before if before is not None else _recent_alive_keys(store, SILENT_RENEWED_S), answered)
-    stopping = {task_id: worker for worker, ids in _stopping_workers(store).items() for task_id in ids}
+    stopping = {
+        task_id: (worker, runs) for worker, ids in _stopping_workers(store).items() for task_id, runs in ids.items()
+    }
     unlisted, finishing = [], []
     rows = _RowsLeft(store, run_id)
     for (tag, one), at in zip(held.items(), delivered, strict=True):
         if one.task_id in stopping:
-            finishing.append(Finishing(stopping[one.task_id], one.queue, rows.of(one.message)))
+            worker, runs = stopping[one.task_id]
+            finishing.append(Finishing(worker, one.queue, rows.of(one.message), runs))
         elif one.task_id not in live:
             unlisted.append((tag, at))
     settled = [(tag, at) for tag, at in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S]
@@ -228,7 +234,7 @@ def _settles_by_the_ask(store: RunStore, tags: Collection[str]) -> bool:
     return any(at is not None and at <= soon for at in _delivered_at(store, tags))
 
 
-def _stopping_workers(store: RunStore) -> dict[str, set[str]]:
+def _stopping_workers(store: RunStore) -> dict[str, dict[str, bool]]:
     """The workers stopping cleanly, by :func:`stopping_workers`; none where the store's user may not read their keys
     (key patterns narrower than the documented ``~ragscore:*``): every held message is then judged by ``inspect``
     alone, as before workers said they stop, not a status that loses its held-work notes to the refusal."""

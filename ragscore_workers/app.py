@@ -216,7 +216,7 @@ def _stop_sandbox_helpers(**_: object) -> None:
     stop_all_helpers()
 
 
-#: This process's worker's :func:`~.stopping.stop_watch` (from its ``worker_ready`` to its ``worker_shutdown``).
+#: This process's worker's :class:`~.stopping.StopWatch` (from its ``worker_ready`` to its ``worker_shutdown``).
 _stop_watches: list[KeptKey] = []
 #: This process's worker's :func:`~.alive.heartbeat` (from its ``worker_ready`` until its shutdown begins).
 _heartbeats: list[KeptKey] = []
@@ -244,14 +244,14 @@ def _say_when_stopping(sender: object = None, **_: object) -> None:
     tells the process that started it that it is ready (:func:`~.readiness.say_ready`)."""
     from .alive import heartbeat
     from .readiness import say_ready
-    from .stopping import stop_watch
+    from .stopping import StopWatch
     from .store import redis_client
 
     say_ready()
     settings = get_settings()
     hostname, url = getattr(sender, "hostname", None), settings.store_url or settings.broker_url
     if hostname and url:
-        _stop_watches.append(stop_watch(redis_client(url), str(hostname)))
+        _stop_watches.append(StopWatch(redis_client(url), str(hostname)))
         # a lane's database, embedded; asked once a renewal, at once: a broker gone does not hold the key's renewal
         broker = redis_client(app.conf.broker_url or settings.broker_url or url, read_timeout_s=1.0, retries=0)
         _heartbeats.append(

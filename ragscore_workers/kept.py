@@ -20,13 +20,13 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from typing import Any
 
 import redis
 
-__all__ = ["RENEW_S", "KeptKey", "held_task_ids", "kept_entries", "kept_values"]
+__all__ = ["RENEW_S", "KeptKey", "held_task_ids", "kept_entries", "kept_values", "running_task_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +37,23 @@ RENEW_S = 2.0
 def held_task_ids() -> list[str] | None:
     """The ids of the tasks this worker process holds: running, received and waiting for the pool, or waiting in its
     timer for an ETA or countdown (a chunk's retry, :func:`~.tasks._retry_chunk`: its message is held meanwhile);
-    None where they could not be read (changed as they were read, three times, or not read as Celery keeps them)."""
+    None where they could not be read (:func:`_ids_of`)."""
     from celery.worker import state
 
     # scheduled_requests: Celery 5.5 on (before it, a retry waiting on its countdown is not listed)
-    held = (state.active_requests, state.reserved_requests, getattr(state, "scheduled_requests", ()))
+    return _ids_of(state.active_requests, state.reserved_requests, getattr(state, "scheduled_requests", ()))
+
+
+def running_task_ids() -> list[str] | None:
+    """The ids of the tasks this worker process runs (started in its pool); None where they could not be read."""
+    from celery.worker import state
+
+    return _ids_of(state.active_requests)
+
+
+def _ids_of(*held: Iterable[Any]) -> list[str] | None:
+    """The ids of the requests of the ``held`` sets of Celery's state; None where they could not be read (changed as
+    they were read, three times, or not read as Celery keeps them)."""
     for _ in range(3):  # weak sets the consumer changes as we read: read again
         try:
             return sorted({str(request.id) for requests in held for request in requests})

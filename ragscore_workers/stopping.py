@@ -2,12 +2,18 @@
 
 Celery stops a worker's remote control first on a SIGTERM, then waits for the tasks it holds: for that while it
 answers no ``inspect``, and ``ragscore status`` read its messages as held by a worker that stopped (killed, or its
-host lost) though it was finishing them. From its ``worker_ready`` on, a :func:`stop_watch` (a
+host lost) though it was finishing them. From its ``worker_ready`` on, a :class:`StopWatch` (a
 :class:`~.kept.KeptKey`) of the worker's main process waits for Celery's ``worker_shutting_down`` (sent by its
-signal handler) and then keeps a key ``ragscore:stopping:{token}`` (the worker's name and the ids of the tasks it
-holds; its token in the set :data:`STOPPING_INDEX`) for :data:`STOPPING_TTL_S`, renewed every :data:`~.kept.RENEW_S`,
-until it exits (the key is deleted at ``worker_shutdown``, or as soon as a cold shutdown, which cancels the tasks,
-follows). A cold shutdown says nothing. A worker killed while it stops stops being said to stop once the key expires.
+signal handler) and then keeps a key ``ragscore:stopping:{token}`` (the worker's name, the ids of the tasks it
+holds and of those it runs; its token in the set :data:`STOPPING_INDEX`) for :data:`STOPPING_TTL_S`, renewed every
+:data:`~.kept.RENEW_S`, until it exits (the key is deleted at ``worker_shutdown``, or as soon as a cold shutdown, which
+cancels the tasks, follows). A cold shutdown says nothing. A worker killed while it stops stops being said to stop
+once the key expires.
+
+Only the tasks it runs are finished: those it took and had not started (a prefetch) Celery drops as its consumer
+closes, and their messages go back to their queue as it exits. Celery forgets them then, so the key lists every task
+it held from the shutdown's signal on (``tasks``, read in the signal handler too), and apart those it runs
+(``running``).
 
 The keys are the store's (``ragscore:``, which a worker's store user may already write, a reading user read): a
 broker user limited to kombu's keys needs nothing more.
@@ -16,16 +22,17 @@ broker user limited to kombu's keys needs nothing more.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
-from .kept import KeptKey, held_task_ids, kept_values
+from .kept import KeptKey, held_task_ids, kept_values, running_task_ids
 
 __all__ = [
     "STOPPING_INDEX",
     "STOPPING_PREFIX",
     "STOPPING_TTL_S",
-    "stop_watch",
+    "StopWatch",
     "stopping_workers",
 ]
 
@@ -37,21 +44,48 @@ STOPPING_INDEX = "ragscore:stopping"
 STOPPING_TTL_S = 10
 
 
-def stop_watch(client: redis.Redis, worker: str, held: Callable[[], list[str] | None] = held_task_ids) -> KeptKey:
-    """The key of one worker saying, from its :meth:`~.kept.KeptKey.begin` (its shutdown began) until its
-    :meth:`~.kept.KeptKey.end`, that it is stopping. ``held``: the ids of the tasks it holds (default: Celery's
-    state of this process)."""
-    what = (f"worker {worker}: could not record in the run store that it is stopping (status may say its tasks are "
-            "held by a worker that stopped)")  # fmt: skip
-    return KeptKey(client, STOPPING_PREFIX, STOPPING_INDEX, STOPPING_TTL_S,
-                   lambda: {"worker": worker, "tasks": held() or []}, what)  # fmt: skip
+class StopWatch(KeptKey):
+    """The key of one worker saying, from its :meth:`begin` (its shutdown began) until its
+    :meth:`~.kept.KeptKey.end`, that it is stopping: every task it held since it began (``held``: the ids of the tasks
+    it holds; default: Celery's state of this process), and those it runs (``running``)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        worker: str,
+        held: Callable[[], list[str] | None] = held_task_ids,
+        running: Callable[[], list[str] | None] = running_task_ids,
+    ) -> None:
+        self.worker, self.held, self.running = worker, held, running
+        #: The ids of the tasks it held, read since its shutdown began (Celery forgets those it drops).
+        self.taken: set[str] = set()
+        what = (f"worker {worker}: could not record in the run store that it is stopping (status may say its tasks "
+                "are held by a worker that stopped)")  # fmt: skip
+        super().__init__(client, STOPPING_PREFIX, STOPPING_INDEX, STOPPING_TTL_S, self._said, what)
+
+    def begin(self) -> None:
+        """The shutdown began: what it holds is read at once (in the signal handler, before Celery drops the tasks
+        it did not start), then said by the thread."""
+        self.taken.update(self.held() or ())
+        super().begin()
+
+    def _said(self) -> dict[str, Any]:
+        running = self.running() or []
+        self.taken.update(self.held() or (), running)
+        return {"worker": self.worker, "tasks": sorted(self.taken), "running": running}
 
 
-def stopping_workers(client: redis.Redis) -> dict[str, set[str]]:
-    """The workers that say they are stopping, each with the ids of the tasks it is finishing (from the index, not a
-    scan of the keyspace: a store of millions of keys is read in two round trips)."""
-    found: dict[str, set[str]] = {}
+def stopping_workers(client: redis.Redis) -> dict[str, dict[str, bool]]:
+    """The workers that say they are stopping, each with the ids of the tasks it holds, each True where it runs it
+    (finishes it) or False where it took it and drops it (from the index, not a scan of the keyspace: a store of
+    millions of keys is read in two round trips). An older worker's key, which does not say which it runs, runs
+    them all."""
+    found: dict[str, dict[str, bool]] = {}
     for said in kept_values(client, STOPPING_PREFIX, STOPPING_INDEX):
         if isinstance(said.get("tasks"), list):
-            found.setdefault(str(said.get("worker")), set()).update(str(i) for i in said["tasks"])
+            running = said.get("running")
+            runs = {str(i) for i in running} if isinstance(running, list) else None
+            found.setdefault(str(said.get("worker")), {}).update(
+                {str(i): runs is None or str(i) in runs for i in said["tasks"]}
+            )
     return found

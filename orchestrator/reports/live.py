@@ -99,6 +99,22 @@ def _where(items: dict[str, int]) -> str:
     return ", ".join(f"{thousands(n)} on {q}" for q, n in items.items() if n) or "no item: bookkeeping"
 
 
+def _finishing_line(worker: str, held: Sequence[Finishing]) -> str:
+    """What stopping ``worker`` does with the run's messages it holds: finishes those it runs, and hands back those
+    it took and did not start as it exits."""
+    items = _items_by_queue(f for f in held if f.running)
+    running = sum(items.values())
+    line = (f"{counted(running, 'item')} of this run ({_where(items)}) {agree(running, 'is', 'are')} being finished "
+            f"by worker {worker}, which is stopping: it takes no more work, and exits once "
+            f"{agree(running, 'it is', 'they are')} done")  # fmt: skip
+    dropped = _items_by_queue(f for f in held if not f.running)
+    if dropped:
+        n = sum(dropped.values())
+        line += (f"; {counted(n, 'item')} it took and did not start ({_where(dropped)}) {agree(n, 'goes', 'go')} "
+                 "back to the queue as it exits")  # fmt: skip
+    return line
+
+
 class StatusView:
     """Keeps recent samples of one run and renders them as a table."""
 
@@ -140,20 +156,14 @@ class StatusView:
 
     @property
     def finishing_lines(self) -> list[str]:
-        """Per worker stopping cleanly, what of the run it finishes before it exits (none once the run ended)."""
+        """Per worker stopping cleanly, what of the run it finishes before it exits, and what it took and did not
+        start, which goes back to its queue as it exits (none once the run ended)."""
         if self.meta.get("state") in RunState.DONE:
             return []
         by_worker: dict[str, list[Finishing]] = {}
         for f in self.finishing:
             by_worker.setdefault(f.worker, []).append(f)
-        lines = []
-        for worker, finishing in by_worker.items():
-            items = _items_by_queue(finishing)
-            held = sum(items.values())
-            lines.append(f"{counted(held, 'item')} of this run ({_where(items)}) {agree(held, 'is', 'are')} being "
-                         f"finished by worker {worker}, which is stopping: it takes no more work, and exits once "
-                         f"{agree(held, 'it is', 'they are')} done")  # fmt: skip
-        return lines
+        return [_finishing_line(worker, finishing) for worker, finishing in by_worker.items()]
 
     def _back_at(self, queue: str | None = None) -> float | None:
         """When (epoch seconds) Redis has handed back every orphaned message (of ``queue``; None: of any queue):

@@ -22,7 +22,7 @@ from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.kept import RENEW_S
-from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, stop_watch, stopping_workers
+from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, StopWatch, stopping_workers
 from ragscore_workers.store import RunStore, redis_client
 
 from ..support import RedisProcess, WorkerProcess, until, write_jsonl
@@ -170,7 +170,7 @@ def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name
     two workers of one name (a host name reused) each keep their own tasks said, and one's exit leaves the other's."""
     server = RedisProcess(tmp_path / "redis", "--user", *_BROKER_USER.split()).start()
     try:
-        refused = stop_watch(redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0"), "cpu-1@vm", lambda: ["t0"])
+        refused = StopWatch(redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0"), "cpu-1@vm", lambda: ["t0"])
         with caplog.at_level(logging.WARNING, logger="ragscore_workers.kept"):
             refused.begin()
             assert until(lambda: caplog.records, 30), "no warning"
@@ -180,13 +180,15 @@ def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name
         assert not refused.alive()
         assert len(caplog.records) == 1 and "could not record in the run store" in caplog.text, caplog.text
         client = redis_client(server.url)
-        first, second = (stop_watch(client, "cpu-1@vm", lambda t=t: [t]) for t in ("t1", "t2"))
+        first, second = (StopWatch(client, "cpu-1@vm", lambda t=t: [t]) for t in ("t1", "t2"))
         first.begin()
         second.begin()
-        assert until(lambda: stopping_workers(client) == {"cpu-1@vm": {"t1", "t2"}}, 30), stopping_workers(client)
+        assert until(lambda: stopping_workers(client) == {"cpu-1@vm": {"t1": False, "t2": False}}, 30), (
+            stopping_workers(client)
+        )
         first.end()
         first.join(30)
-        assert stopping_workers(client) == {"cpu-1@vm": {"t2"}}
+        assert stopping_workers(client) == {"cpu-1@vm": {"t2": False}}
         second.end()
         second.join(30)
         assert stopping_workers(client) == {} and not client.keys(f"{STOPPING_PREFIX}*")
@@ -236,6 +238,40 @@ def test_a_worker_in_a_cold_shutdown_never_says_it_is_finishing_what_it_holds(
         said = list(iter(lambda: writes.get_message(timeout=1), None))
         assert said == [], said
         assert not store.r.keys(f"{STOPPING_PREFIX}*") and "being finished" not in _status(store, run_id)
+    finally:
+        worker.stop()
+        server.stop()
+
+
+def test_a_stopping_worker_is_said_to_finish_only_what_it_runs_its_prefetch_to_go_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cpu worker of one process prefetches (``--prefetch-multiplier 4``): stopped warm, it finishes the chunk it
+    runs, and Celery drops those it took and did not start, whose messages go back to their queue as it exits. Its
+    stopping key listed every task it held, all said to be being finished, or (once Celery dropped them from its state)
+    none of those: status then called them held by a worker that stopped."""
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = _slow_cpu_worker(server.url, tmp_path, monkeypatch)
+    try:
+        store = connect(server.url)
+        rows = [{"id": f"q{i}", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}
+                for i in range(3)]  # fmt: skip
+        suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
+        worker.start()
+        assert until(lambda: held_messages(store, run_id).held == 3, 240), "the worker never took the run's messages"
+        time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if no worker lists them
+        assert worker.proc is not None
+        worker.proc.send_signal(signal.SIGTERM)
+        said = [""]
+        assert until(lambda: _says_who_holds(said, _status(store, run_id)), 30), said
+        time.sleep(RENEW_S * 1.5)  # a renewal of its key, once Celery dropped the two it did not start
+        for text in (said[0], _status(store, run_id)):
+            assert "1 item of this run (1 on cpu) is being finished by worker cpu" in text, text
+            assert "2 items it took and did not start (2 on cpu) go back to the queue as it exits" in text, text
+            assert "held by a worker that stopped" not in text, text
+        assert worker.proc.wait(60) == 0
+        assert (held_messages(store, run_id).held, store.broker.llen("cpu")) == (0, 2)
     finally:
         worker.stop()
         server.stop()

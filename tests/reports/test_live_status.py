@@ -727,13 +727,15 @@ def test_items_a_worker_stopping_cleanly_finishes_are_said_so_not_a_crash_nor_no
     view = StatusView(SUITE_META | {"progress_at": "1020"})
     view.add(Sample(1200.0, _progress(550, 120)))
     finishing = [Finishing("cpu-1@a", "cpu", 25), Finishing("cpu-1@a", "cpu", 25), Finishing("judge-1@b", "judge", 1)]
-    view.set_orphans("run-x", [], 900.0, finishing)
+    view.set_orphans("run-x", [], 900.0, [*finishing, Finishing("cpu-1@a", "cpu", 25, running=False)])
     console = Console(record=True, width=400)
     console.print(view.render("run-x"))
     text = " ".join(console.export_text().split())
     assert "50 items of this run (50 on cpu) are being finished by worker cpu-1@a, which is stopping: it takes no " \
-           "more work, and exits once they are done" in text, text  # fmt: skip
+           "more work, and exits once they are done; 25 items it took and did not start (25 on cpu) go back to the " \
+           "queue as it exits" in text, text  # fmt: skip
     assert "1 item of this run (1 on judge) is being finished by worker judge-1@b" in text and "once it is done" in text
+    assert "did not start" not in text.split("judge-1@b")[1], text
     assert "held by a worker that stopped" not in text and "no progress" not in text, text
     view.set_orphans("run-x", [], 900.0)  # it exited: its items were done (or it was killed: an orphan then)
     console = Console(record=True, width=400)
