@@ -57,7 +57,10 @@ class StopWatch(KeptKey):
         running: Callable[[], list[str] | None] = running_task_ids,
     ) -> None:
         self.worker, self.held, self.running = worker, held, running
-        #: The ids of the tasks it held, read since its shutdown began (Celery forgets those it drops).
+        #: The ids of the tasks it held at its shutdown's first signal (set once, in the handler, before it begins).
+        self.at_signal: tuple[str, ...] = ()
+        #: The ids of the tasks it held, read since its shutdown began (Celery forgets those it drops); only its
+        #: thread changes it.
         self.taken: set[str] = set()
         what = (f"worker {worker}: could not record in the run store that it is stopping (status may say its tasks "
                 "are held by a worker that stopped)")  # fmt: skip
@@ -65,13 +68,16 @@ class StopWatch(KeptKey):
 
     def begin(self) -> None:
         """The shutdown began: what it holds is read at once (in the signal handler, before Celery drops the tasks
-        it did not start), then said by the thread."""
-        self.taken.update(self.held() or ())
+        it did not start; a read that fails is None, never raised), then said by the thread. The handler only reads
+        Celery's sets and assigns a tuple: the thread, which may be reading :attr:`taken`, is the only one to change
+        it, and a second signal does not read again."""
+        if not self._begun:
+            self.at_signal = tuple(self.held() or ())
         super().begin()
 
     def _said(self) -> dict[str, Any]:
         running = self.running() or []
-        self.taken.update(self.held() or (), running)
+        self.taken.update(self.at_signal, self.held() or (), running)
         return {"worker": self.worker, "tasks": sorted(self.taken), "running": running}
 
 

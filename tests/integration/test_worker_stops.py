@@ -180,18 +180,22 @@ def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name
         assert not refused.alive()
         assert len(caplog.records) == 1 and "could not record in the run store" in caplog.text, caplog.text
         client = redis_client(server.url)
-        first, second = (StopWatch(client, "cpu-1@vm", lambda t=t: [t]) for t in ("t1", "t2"))
+        first = StopWatch(client, "cpu-1@vm", lambda: ["t1"], lambda: [])
+        second = StopWatch(client, "cpu-1@vm", lambda: ["t2", "t3"], lambda: ["t2"])
         first.begin()
         second.begin()
-        assert until(lambda: stopping_workers(client) == {"cpu-1@vm": {"t1": False, "t2": False}}, 30), (
-            stopping_workers(client)
-        )
+        both = {"t1": False, "t2": True, "t3": False}  # held, and run or not
+        assert until(lambda: stopping_workers(client) == {"cpu-1@vm": both}, 30), stopping_workers(client)
         first.end()
         first.join(30)
-        assert stopping_workers(client) == {"cpu-1@vm": {"t2": False}}
+        assert stopping_workers(client) == {"cpu-1@vm": {"t2": True, "t3": False}}
         second.end()
         second.join(30)
         assert stopping_workers(client) == {} and not client.keys(f"{STOPPING_PREFIX}*")
+        # an older worker's key, which does not say which tasks it runs: it finishes them all
+        client.set(f"{STOPPING_PREFIX}older", json.dumps({"worker": "cpu-2@vm", "tasks": ["t4"]}), ex=30)
+        client.sadd(STOPPING_INDEX, "older")
+        assert stopping_workers(client) == {"cpu-2@vm": {"t4": True}}
     finally:
         server.stop()
 
@@ -254,7 +258,8 @@ def test_a_stopping_worker_is_said_to_finish_only_what_it_runs_its_prefetch_to_g
     worker = _slow_cpu_worker(server.url, tmp_path, monkeypatch)
     try:
         store = connect(server.url)
-        rows = [{"id": f"q{i}", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}
+        # twice SLEEP_S: its first chunk must still run through two more status reads and a renewal after the signal
+        rows = [{"id": f"q{i}", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 2000}}
                 for i in range(3)]  # fmt: skip
         suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
@@ -270,7 +275,7 @@ def test_a_stopping_worker_is_said_to_finish_only_what_it_runs_its_prefetch_to_g
             assert "1 item of this run (1 on cpu) is being finished by worker cpu" in text, text
             assert "2 items it took and did not start (2 on cpu) go back to the queue as it exits" in text, text
             assert "held by a worker that stopped" not in text, text
-        assert worker.proc.wait(60) == 0
+        assert worker.proc.wait(SLEEP_S * 4) == 0
         assert (held_messages(store, run_id).held, store.broker.llen("cpu")) == (0, 2)
     finally:
         worker.stop()
