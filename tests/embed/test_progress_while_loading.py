@@ -9,7 +9,6 @@ import io
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers import model_loading
 from ragscore_workers.store import RunState
 
-from ..support import ROOT, RedisProcess, WorkerProcess, status_text, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, status_text, until, write_jsonl
 
 #: Generous bounds for a slow CI machine: a worker's boot and its first task.
 BOOT_S = 300
@@ -106,13 +105,11 @@ def test_the_note_of_a_worker_killed_mid_load_expires(redis_server: RedisProcess
 def test_a_load_that_fails_while_redis_is_down_raises_its_own_error_not_one_chained_to_redis() -> None:
     """The note is lost with Redis, never the load; and the load's own error is what is said: it was raised inside
     the handler of Redis's (`During handling of the above exception ... ConnectionError`), read as Redis's fault."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
-    client = redis.Redis(port=port, socket_connect_timeout=1)
-    with pytest.raises(ValueError, match="no such model") as raised:
-        with model_loading.noting(client, "r1", "embed", "loading big-model on cpu"):
-            raise ValueError("no such model")
+    with closed_port() as port:
+        client = redis.Redis(port=port, socket_connect_timeout=1)
+        with pytest.raises(ValueError, match="no such model") as raised:
+            with model_loading.noting(client, "r1", "embed", "loading big-model on cpu"):
+                raise ValueError("no such model")
     assert raised.value.__context__ is None, repr(raised.value.__context__)
 
 

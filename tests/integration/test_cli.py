@@ -27,6 +27,7 @@ from ..support import (
     ROOT,
     RedisProcess,
     WorkerProcess,
+    closed_port,
     command_line,
     interruptible,
     make_rows,
@@ -637,29 +638,29 @@ def test_metrics_lists_outputs_and_one_metrics_params(home: Path, monkeypatch: p
 
 
 def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_path: Path, home: Path) -> None:
-    from ..support import free_port
-
-    port = free_port()  # nothing listens: every check here must answer before connecting
-    for args, said in [
-        (["worker", "--queues", "cpu,cpux", "--broker", f"redis://127.0.0.1:{port}/0"],
-         "unknown 'cpux' (did you mean 'cpu'?); choose from"),
-        (["worker", "--queues", " , ", "--broker", f"redis://127.0.0.1:{port}/0"], "none; choose from cpu"),
-        (["worker", "-Q", "redis", "--broker", f"redis://127.0.0.1:{port}/0"], "unknown 'redis'; choose from cpu"),
-        (["worker", "-Q", "cpu,control", "--broker", f"redis://127.0.0.1:{port}/0"],
-         "unknown 'control' (every worker serves the control queue already)"),
-        (["status", "--broker", f"rediss://:pw@127.0.0.1:{port}/0"], "a rediss:// URL needs ssl_cert_reqs. For TLS:"),
-        (["worker", "-Q", "cpu", "--broker", f"rediss://:pw@127.0.0.1:{port}/0?ssl_cert_reqs=CERT_REQUIRE"],
-         "has ssl_cert_reqs='CERT_REQUIRE': write required, optional or none"),
-        (["worker", "-Q", "cpu", "--broker", f"redis://:pw@127.0.0.1:{port}/0?ssl=true"],
-         "has the query option 'ssl': a URL asks for TLS by its scheme: rediss://"),
-    ]:  # fmt: skip
-        result = ragscore(*args, home=home, env={"COLUMNS": "250"})
-        assert result.returncode == 2, (args, result.stderr)
-        assert said in " ".join(result.stderr.split()) and "Traceback" not in result.stderr, (args, result.stderr)
-        assert "pw@" not in result.stderr  # the password is never echoed
-    warned = ragscore("status", "--broker", f"redis://:s3cret@127.0.0.1:{port}/0", home=home, env={"COLUMNS": "250"})
-    assert "the password in --broker is visible to every user of this host (ps)" in warned.stderr
-    assert "s3cret" not in warned.stderr
+    with closed_port() as port:  # nothing listens: every check here must answer before connecting
+        for args, said in [
+            (["worker", "--queues", "cpu,cpux", "--broker", f"redis://127.0.0.1:{port}/0"],
+             "unknown 'cpux' (did you mean 'cpu'?); choose from"),
+            (["worker", "--queues", " , ", "--broker", f"redis://127.0.0.1:{port}/0"], "none; choose from cpu"),
+            (["worker", "-Q", "redis", "--broker", f"redis://127.0.0.1:{port}/0"], "unknown 'redis'; choose from cpu"),
+            (["worker", "-Q", "cpu,control", "--broker", f"redis://127.0.0.1:{port}/0"],
+             "unknown 'control' (every worker serves the control queue already)"),
+            (["status", "--broker", f"rediss://:pw@127.0.0.1:{port}/0"],
+             "a rediss:// URL needs ssl_cert_reqs. For TLS:"),
+            (["worker", "-Q", "cpu", "--broker", f"rediss://:pw@127.0.0.1:{port}/0?ssl_cert_reqs=CERT_REQUIRE"],
+             "has ssl_cert_reqs='CERT_REQUIRE': write required, optional or none"),
+            (["worker", "-Q", "cpu", "--broker", f"redis://:pw@127.0.0.1:{port}/0?ssl=true"],
+             "has the query option 'ssl': a URL asks for TLS by its scheme: rediss://"),
+        ]:  # fmt: skip
+            result = ragscore(*args, home=home, env={"COLUMNS": "250"})
+            assert result.returncode == 2, (args, result.stderr)
+            assert said in " ".join(result.stderr.split()) and "Traceback" not in result.stderr, (args, result.stderr)
+            assert "pw@" not in result.stderr  # the password is never echoed
+        warned = ragscore("status", "--broker", f"redis://:s3cret@127.0.0.1:{port}/0", home=home,
+                          env={"COLUMNS": "250"})  # fmt: skip
+        assert "the password in --broker is visible to every user of this host (ps)" in warned.stderr
+        assert "s3cret" not in warned.stderr
 
 
 def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hidden(
@@ -1017,12 +1018,11 @@ def test_a_plain_celery_worker_with_a_bad_setting_or_no_broker_stops_saying_why(
 ) -> None:
     """The worker command of every compose service and k8s Deployment: it fell back to amqp://localhost, without
     ragscore's settings, and retried it forever."""
-    from ..support import free_port
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGSCORE_", "CELERY_"))}
-    env |= {"RAGSCORE_HOME": str(home), **{k: v.format(port=free_port()) for k, v in settings.items()}}
     command = [sys.executable, "-m", "celery", "-A", "ragscore_workers.app", "worker", "-Q", "cpu,control", "-c", "1"]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    with closed_port() as port:
+        env |= {"RAGSCORE_HOME": str(home), **{k: v.format(port=port) for k, v in settings.items()}}
+        result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert result.returncode != 0 and said in result.stderr, result.stderr[-2000:]
     assert "amqp://" not in result.stderr + result.stdout and "ab/cd" not in result.stderr
 

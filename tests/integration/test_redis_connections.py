@@ -31,7 +31,7 @@ from ragscore_workers.store import RunState, probe_redis, redis_client
 from ..support import (
     RedisProcess,
     WorkerProcess,
-    free_port,
+    closed_port,
     make_rows,
     stop_worker_command,
     tls_certificates,
@@ -279,8 +279,8 @@ def test_a_broker_apart_from_the_store_is_probed_too_and_named_in_its_error(
             connect(f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/99", settings, sends=True)
         said = str(refused.value)
         assert said.startswith(f"Cannot use the broker's Redis at redis://:***@127.0.0.1:{broker.port}/99"), said
-        with pytest.raises(BrokerError) as unreachable:
-            connect(f"redis://127.0.0.1:{free_port()}/0", settings, sends=True)
+        with closed_port() as port, pytest.raises(BrokerError) as unreachable:
+            connect(f"redis://127.0.0.1:{port}/0", settings, sends=True)
         assert str(unreachable.value).startswith("Cannot use the broker's Redis at redis://127.0.0.1:"), unreachable
         bad_store = settings.model_copy(update={"store_url": f"redis://:{PASSWORD}@127.0.0.1:{broker.port}/98"})
         with pytest.raises(ConfigError, match="database 98") as store_refused:
@@ -403,17 +403,18 @@ def test_localhost_and_127_0_0_1_on_one_port_are_one_redis_in_status_errors(tmp_
     server = RedisProcess(tmp_path / "redis").start()
     store_url = f"redis://127.0.0.1:{server.port}/99"  # a database it lacks: said at once, no retries
     apart = "the run store's Redis (RAGSCORE_STORE_URL)"
-    try:
-        for broker, named in ((f"redis://localhost:{server.port}/99", "Redis"),
-                              (f"redis://[::1]:{server.port}/99", apart),
-                              (f"redis://127.0.0.1:{free_port()}/99", apart)):  # fmt: skip
-            said = _ragscore("status", "--broker", broker, home=tmp_path / "home", RAGSCORE_STORE_URL=store_url)
-            assert said.returncode == 2, said.stderr
-            text = " ".join(said.stderr.split())
-            assert text.startswith(f"Error: Cannot use {named} at {store_url}: "), (broker, text)
-            assert "database 99" in text, text
-    finally:
-        server.stop()
+    with closed_port() as port:
+        try:
+            for broker, named in ((f"redis://localhost:{server.port}/99", "Redis"),
+                                  (f"redis://[::1]:{server.port}/99", apart),
+                                  (f"redis://127.0.0.1:{port}/99", apart)):  # fmt: skip
+                said = _ragscore("status", "--broker", broker, home=tmp_path / "home", RAGSCORE_STORE_URL=store_url)
+                assert said.returncode == 2, said.stderr
+                text = " ".join(said.stderr.split())
+                assert text.startswith(f"Error: Cannot use {named} at {store_url}: "), (broker, text)
+                assert "database 99" in text, text
+        finally:
+            server.stop()
 
 
 def test_urls_of_one_database_written_two_ways_are_one_database_and_another_database_is_its_own(
@@ -918,13 +919,15 @@ def test_a_command_that_only_reads_the_store_works_with_its_broker_down(tmp_path
     broker down retried ~20 s and failed (exit 1), though it reads only the store. Only a command that sends work
     probes the broker."""
     store_server = RedisProcess(tmp_path / "store").start()
-    dead_broker = f"redis://127.0.0.1:{free_port()}/0"
     try:
-        said = _ragscore("status", "--broker", dead_broker, home=tmp_path / "home", RAGSCORE_STORE_URL=store_server.url)
-        assert said.returncode == 0, said.stderr  # a probe of the dead broker fails it (exit 1), however long it takes
-        assert "no runs" in said.stdout + said.stderr
-        store = connect(dead_broker, get_settings().model_copy(update={"store_url": store_server.url}))
-        assert store.state("none") == ""
+        with closed_port() as port:
+            dead_broker = f"redis://127.0.0.1:{port}/0"
+            said = _ragscore("status", "--broker", dead_broker, home=tmp_path / "home",
+                             RAGSCORE_STORE_URL=store_server.url)  # fmt: skip
+            assert said.returncode == 0, said.stderr  # a probe of the dead broker fails it (exit 1), however long
+            assert "no runs" in said.stdout + said.stderr
+            store = connect(dead_broker, get_settings().model_copy(update={"store_url": store_server.url}))
+            assert store.state("none") == ""
     finally:
         store_server.stop()
 

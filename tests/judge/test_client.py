@@ -35,7 +35,7 @@ from ragscore_workers.providers.run_state import HOLD_MARGIN_S
 from ragscore_workers.schemas import JudgeConfig
 
 from ..fakes import FakeProvider
-from ..support import backoff_pauses, free_port
+from ..support import backoff_pauses, closed_port
 
 PARAMS = CompletionParams(temperature=0.0, max_tokens=16)
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05}
@@ -601,12 +601,13 @@ def test_the_breaker_keeps_the_is_the_server_running_hint_of_a_refused_local_con
     refused on this machine asks whether the server runs. Seen failing before: the error was cut at its first 200
     characters, which ended inside the URL of an Ollama-like server (``http://localhost:11434/v1``), no hint left."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    config = JudgeConfig(provider="openai", model="llama3.1:8b", base_url=f"http://localhost:{free_port()}/v1",
-                         rpm=None, tpm=None)  # fmt: skip
     retry = RetryPolicy(attempts=1, breaker_failures=1, **FAST)
-    client = build_client(rclient, uuid.uuid4().hex[:12], config, timeout_s=1.0, retry=retry)
-    with pytest.raises(ProviderError):
-        _ask(client, "rate this")
+    with closed_port() as port:
+        config = JudgeConfig(provider="openai", model="llama3.1:8b", base_url=f"http://localhost:{port}/v1",
+                             rpm=None, tpm=None)  # fmt: skip
+        client = build_client(rclient, uuid.uuid4().hex[:12], config, timeout_s=1.0, retry=retry)
+        with pytest.raises(ProviderError):
+            _ask(client, "rate this")
     reason = client.state.read()["breaker"]
     assert reason.startswith("circuit breaker open after 1 consecutive failed judge calls (last: openai unreachable")
     hint = ": is the server running, on that port? (in a container, localhost is the container itself)"

@@ -17,7 +17,7 @@ from ragscore_workers.providers.headers import RateLimitInfo, parse_duration, pa
 from ragscore_workers.providers.openai_compat import OpenAICompatProvider, error_details
 
 from ..fakes import FakeProvider, count_tokens
-from ..support import free_port
+from ..support import closed_port
 from .conftest import SECRET
 
 PARAMS = CompletionParams(temperature=0.0, max_tokens=64)
@@ -134,14 +134,15 @@ def test_a_401_with_an_empty_body_reads_cleanly(kind: str, fake: FakeProvider) -
 def test_an_endpoint_with_no_server_or_no_such_path_is_named_in_the_error(kind: str, fake: FakeProvider) -> None:
     """A wrong port said "Connection error." (Groq) or "Connection refused" with no URL; a base_url without /v1 said
     404 "unknown path" (or a server's bare "Not Found"), never which URL was posted to nor what base_url should be."""
-    closed = f"http://127.0.0.1:{free_port()}"
-    provider: Provider = (
-        GroqProvider(model="m", base_url=closed)
-        if kind == "groq"
-        else OpenAICompatProvider(model="m", base_url=closed + "/v1")
-    )
-    with pytest.raises(ProviderError) as info:
-        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    with closed_port() as port:
+        closed = f"http://127.0.0.1:{port}"
+        provider: Provider = (
+            GroqProvider(model="m", base_url=closed)
+            if kind == "groq"
+            else OpenAICompatProvider(model="m", base_url=closed + "/v1")
+        )
+        with pytest.raises(ProviderError) as info:
+            provider.complete([{"role": "user", "content": "hello"}], PARAMS)
     said = str(info.value)
     assert info.value.status is None and "ConnectError" in said, said
     assert f"(POST {provider.endpoint})" in said and provider.endpoint.startswith(closed), said
@@ -202,9 +203,10 @@ def test_a_groq_base_url_from_the_environment_with_a_credential_is_refused_unsho
     """The SDK reads GROQ_BASE_URL, which no suite check saw: ``user:password@`` went out as basic auth in place of
     the key (a 401 may echo it), and its credential showed in every item's '(POST URL)'."""
     monkeypatch.setenv("GROQ_API_KEY", "gsk-test-key-0123456789")
-    monkeypatch.setenv("GROQ_BASE_URL", url.format(port=free_port()))
-    with pytest.raises(ConfigError, match="GROQ_BASE_URL: the url holds a credential") as info:
-        GroqProvider(model="m")
+    with closed_port() as port:
+        monkeypatch.setenv("GROQ_BASE_URL", url.format(port=port))
+        with pytest.raises(ConfigError, match="GROQ_BASE_URL: the url holds a credential") as info:
+            GroqProvider(model="m")
     assert "s3cret-in-the-url" not in str(info.value)
 
 
@@ -217,12 +219,13 @@ def test_an_unreachable_endpoint_is_named_without_a_credential_of_its_url(
     """'(POST URL)' hides a URL's password and credential query values whatever let them in (a suite's base_url and
     the variables are checked; a provider made in code is not)."""
     monkeypatch.setenv("GROQ_API_KEY", "gsk-test-key-0123456789")
-    url = f"http://user:s3cret-in-the-url@127.0.0.1:{free_port()}/?{query}"
-    for provider in (GroqProvider(model="m", base_url=url), OpenAICompatProvider(model="m", base_url=url)):
-        with pytest.raises(ProviderError) as info:
-            provider.complete([{"role": "user", "content": "hello"}], PARAMS)
-        said = str(info.value)
-        assert "s3cret-in-the" not in said and "(POST http://user:***@127.0.0.1:" in said and "=***" in said, said
+    with closed_port() as port:
+        url = f"http://user:s3cret-in-the-url@127.0.0.1:{port}/?{query}"
+        for provider in (GroqProvider(model="m", base_url=url), OpenAICompatProvider(model="m", base_url=url)):
+            with pytest.raises(ProviderError) as info:
+                provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+            said = str(info.value)
+            assert "s3cret-in-the" not in said and "(POST http://user:***@127.0.0.1:" in said and "=***" in said, said
 
 
 @pytest.mark.parametrize(
@@ -637,10 +640,10 @@ def test_a_connection_refused_on_this_machine_asks_whether_the_server_runs(
     """A local server not started (or on another port) refuses the connection: the error asks whether it runs,
     beside the URL posted to. Seen failing before: ``ConnectError: [Errno 111] Connection refused`` and the URL only."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    port = free_port()
-    provider = OpenAICompatProvider(model="m", base_url=f"http://{host}:{port}/v1")
-    with pytest.raises(ProviderError) as info:
-        provider.complete([{"role": "user", "content": "hello"}], PARAMS)
+    with closed_port() as port:
+        provider = OpenAICompatProvider(model="m", base_url=f"http://{host}:{port}/v1")
+        with pytest.raises(ProviderError) as info:
+            provider.complete([{"role": "user", "content": "hello"}], PARAMS)
     said = str(info.value)
     assert "ConnectError" in said, said
     assert f"(POST http://{host}:{port}/v1/chat/completions): is the server running, on that port?" in said, said
