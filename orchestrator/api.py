@@ -253,16 +253,20 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
 
 
 def _place(first: dict[str, Any] | None, rows_given: bool) -> str:
-    """How failed_rows.jsonl places each row: its index in the rows given, its row in a JSON list (by the first one,
-    ``first``: :meth:`Named.failed_row` keeps such a row's ``row``, not a line), else its line."""
+    """How failed_rows.jsonl places each row: its index in the rows given, its key in a JSON object or its row in a
+    JSON list (by the first one, ``first``: :meth:`Named.failed_row` keeps such a row's ``key`` or ``row``, not a
+    line), else its line."""
     if rows_given:
         return f"its index in {ROWS_GIVEN.name} (from 0; its line, from 1, is that of their copy, {ROWS_FILE})"
+    if first is not None and "key" in first:
+        return "its key in the JSON object"
     return "its row in the JSON list (from 1)" if first is not None and "row" in first else "its line"
 
 
 def _first_failed(first: dict[str, Any] | None) -> str:
-    """``; the first, row 3: answer: ...`` (its index in the rows given, its place in a JSON list, else its line):
-    which row and why, from failed_rows.jsonl's ``first`` row; nothing when that file cannot be read."""
+    """``; the first, row 3: answer: ...`` (its index in the rows given, its key in a JSON object, its place in a JSON
+    list, else its line): which row and why, from failed_rows.jsonl's ``first`` row; nothing when that file cannot be
+    read."""
     return "" if first is None else f"; the first, {failed_row_at(first)}: {first['error']}"
 
 

@@ -663,7 +663,7 @@ def _shards_to_redo(
                 for line, record in chunk]  # fmt: skip
         bad = next((r for r in rows if isinstance(r, RowError)), None)
         if bad is not None:
-            at = Named.of(dataset).of_file(dataset, fmt, fmt_options, CLI).at(bad.line)
+            at = Named.of(dataset).of_file(dataset, fmt, fmt_options, CLI).at(bad)
             raise DatasetError(f"Run {run_id}: {dataset} changed since it was submitted ({at}: {bad.error}); start "
                                "a new run")  # fmt: skip
         yield [r for r in rows if isinstance(r, Row)], None, lookup

@@ -93,11 +93,13 @@ class WrittenRecord(dict[str, Any]):
 @dataclass(frozen=True)
 class RowError:
     """A row that could not be read: its line, a one-line reason and an excerpt of its raw text (given whole, kept
-    as :func:`excerpt` cuts it, whatever the format: a long row's is not held in memory)."""
+    as :func:`excerpt` cuts it, whatever the format: a long row's is not held in memory). ``key``: its id as given,
+    where text; a row of a JSON object keyed by id is said by it, its key (``rows.Named``)."""
 
     line: int
     error: str
     raw: str
+    key: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raw", excerpt(self.raw))
@@ -716,14 +718,19 @@ def _loses_no_row(lines: list[str], keep: int, closed: bool, header: list[str], 
     return row_read is None and not (closed and any(feed.cut for feed in feeds))
 
 
-def json_list(path: Path) -> bool:
-    """Whether ``path`` is a file (gzip-compressed too) whose JSON starts as a list (``[``): its reader numbers its rows
-    by their place in the list, not by their line. Only its first bytes are read."""
+#: What a JSON value holds rows in, by its first character (:func:`json_shape`).
+JSON_SHAPES = {b"[": "list", b"{": "object"}
+
+
+def json_shape(path: Path) -> str | None:
+    """``list`` or ``object`` where ``path`` is a file (gzip-compressed too) whose JSON starts as one (``[``, ``{``;
+    JSONL too): read as JSON, its rows are said by their place in the list or their key, not by their line. Only its
+    first bytes are read."""
     try:
         with _open_bytes(path) as fh:
-            return fh.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"["
+            return JSON_SHAPES.get(fh.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()[:1])
     except (OSError, EOFError):  # no file, or a gzip stream broken: its reader says so
-        return False
+        return None
 
 
 def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
@@ -761,27 +768,29 @@ def _iter_json(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record |
             raise DatasetError(f"{path}: duplicate ids {shown}: the object keyed by id repeats them, and JSON "
                                "keeps only the last row of each; give each row an id of its own (nothing was "
                                "submitted)")  # fmt: skip
-        entries: list[Any] = []
-        for key, value in data.items():
-            if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:
-                entries.append(RowError(len(entries) + 1, f"key {key!r}: its row's id {value['id']!r} differs from "
-                                        "its key", json.dumps(value)))  # fmt: skip
-                continue
-            entries.append({**value, "id": key} if isinstance(value, dict) else value)
+        yield from _keyed_rows(data, path)
     elif isinstance(data, list):
-        entries = data
+        for pos, value in enumerate(data, start=1):
+            yield pos, value if isinstance(value, dict) else RowError(
+                pos, f"element {pos}: expected an object, got {kind(value)}", json.dumps(value))  # fmt: skip
     else:
         raise DatasetError(f"{path}: expected a JSON list of rows or an object keyed by id")
-    keys = list(data) if isinstance(data, dict) else []
-    for pos, value in enumerate(entries, start=1):
-        if isinstance(value, (dict, RowError)):
-            yield pos, value
-            continue
-        error = f"element {pos}: expected an object, got {kind(value)}"
-        if keys and isinstance(value, list):  # {"data": [...]}: the rows are probably that list
-            error += (f" (if the rows are the list under {keys[pos - 1]!r}, give ragscore that list: "
-                      f"jq '.[{json.dumps(keys[pos - 1])}]' {path.name} > rows.json)")  # fmt: skip
-        yield pos, RowError(pos, error, json.dumps(value))
+
+
+def _keyed_rows(data: dict[str, Any], path: Path) -> Iterator[tuple[int, Record | RowError]]:
+    """The rows of a JSON object keyed by id, by their place (from 1), each read with its key as its id (an id of its
+    own must agree); a bad one's error carries its key, by which it is said."""
+    for pos, (key, value) in enumerate(data.items(), start=1):
+        if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:
+            yield pos, RowError(pos, f"its id {value['id']!r} differs from its key", json.dumps(value), key)
+        elif isinstance(value, dict):
+            yield pos, {**value, "id": key}
+        else:
+            error = f"expected an object, got {kind(value)}"
+            if isinstance(value, list):  # {"data": [...]}: the rows are probably that list
+                error += (f" (if the rows are the list under {key!r}, give ragscore that list: "
+                          f"jq '.[{json.dumps(key)}]' {path.name} > rows.json)")  # fmt: skip
+            yield pos, RowError(pos, error, json.dumps(value), key)
 
 
 #: What a JSON object written by pandas' ``DataFrame.to_json(orient=...)`` holds, by orient, where it holds no rows

@@ -29,7 +29,7 @@ from .loaders import (
     WrittenRecord,
     detect_format,
     iter_records,
-    json_list,
+    json_shape,
     kind,
 )
 
@@ -130,22 +130,23 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
     worker running out of memory or a message too large for the broker.
     """
     raw = record  # a bad row is reported as read, without the id given here
+    key = given if isinstance(given := record.get("id"), str) else None  # a JSON object's row is said by it
     if record.get("id") in (None, ""):
         record = {**record, "id": f"row-{line}"}
     # In a field that names the item a lone surrogate is refused with the row; elsewhere (answers, contexts,
     # metadata) it is kept: results and reports write it as its ``\\udfff`` escape.
     if (where := lone_surrogate_at({k: record[k] for k in ITEM_META_FIELDS if k in record})) is not None:
         reason = f"{where}: a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair) is not text"
-        return RowError(line, reason, _excerpt(raw, ascii_only=True))
+        return RowError(line, reason, _excerpt(raw, ascii_only=True), key)
     if _nested_deeper(record, MAX_NESTING):
-        return RowError(line, f"lists and objects nested more than {MAX_NESTING} levels deep", _excerpt(raw))
+        return RowError(line, f"lists and objects nested more than {MAX_NESTING} levels deep", _excerpt(raw), key)
     try:
         row = Row.model_validate(record)
     except ValidationError as exc:
-        return RowError(line, _one_line(exc), _excerpt(raw))
+        return RowError(line, _one_line(exc), _excerpt(raw), key)
     too_big = _oversized(row, max_chars if max_chars is not None else get_settings().max_field_chars)
     if too_big:
-        return RowError(line, too_big, _excerpt(raw))
+        return RowError(line, too_big, _excerpt(raw), key)
     return row
 
 
@@ -271,12 +272,12 @@ class DatasetScan:
     #: Rows with their own top-level :data:`TARGET_ERROR` (an earlier target run's answers.jsonl), which a suite's
     #: targets drop: they answer the question anew.
     target_marks: int = 0
-    #: How its messages name the dataset and its rows (a JSON list's by their place in it).
+    #: How its messages name the dataset and its rows (a JSON list's by their place in it, an object's by key).
     named: Named = field(default_factory=lambda: Named(""))
 
     def failures_said(self) -> list[str]:
-        """The first unreadable rows, each as ``line 3: why`` (``row 3 of the JSON list: why``)."""
-        return [f"{self.named.at(e.line)}: {e.error}" for e in self.first_failures]
+        """The first unreadable rows, each as ``line 3: why`` (``row 3 of the JSON list: why``, :meth:`Named.at`)."""
+        return [f"{self.named.at(e)}: {e.error}" for e in self.first_failures]
 
     def warnings(self, filled: Container[str] = frozenset(), caller: Caller = CLI, *, asked: bool = False) -> list[str]:
         """What is probably wrong with a dataset that still reads (said before a run and by ``--dry-run``).
@@ -315,33 +316,36 @@ class DatasetScan:
 class Named:
     """How a message names a dataset and its rows: a file by its path and lines, or (``as_rows``) a copy of rows
     given in memory, one a line (``evaluate()``'s), as what was given and the 0-based indexes of its rows (line N
-    is row N-1): the caller never named the copy. ``in_list``: the file is one JSON list, whose reader numbers its
-    rows by their place in the list (from 1), not by their line (a list on one line has one)."""
+    is row N-1): the caller never named the copy. ``in_json``: the file is one JSON ``list``, whose reader numbers its
+    rows by their place in the list (from 1), not by their line (a list on one line has one), or one ``object`` keyed
+    by id, whose rows are said by their key."""
 
     name: str
     as_rows: bool = False
-    in_list: bool = False
+    in_json: str | None = None
 
     @classmethod
     def of(cls, path: Path) -> Named:
         return cls(str(path))
 
     def of_file(self, path: Path, fmt: str | None, options: dict[str, Any] | None, caller: Caller) -> Named:
-        """As named, its rows said by their place in the list (``in_list``) where ``path`` is one JSON list."""
-        if self.as_rows or self.in_list or not json_list(path):
+        """As named, its rows said by their place in the list or their key (``in_json``) where ``path`` is one JSON
+        list or object."""
+        if self.as_rows or self.in_json or (shape := json_shape(path)) is None:
             return self
-        return replace(self, in_list=(fmt or detect_format(path, options, caller)) == "json")
+        return replace(self, in_json=shape if (fmt or detect_format(path, options, caller)) == "json" else None)
 
-    def at(self, line: int) -> str:
-        """``line 3``, ``row 2`` of the rows given, or ``row 3 of the JSON list``."""
-        if self.as_rows:
-            return f"row {line - 1}"
-        return f"row {line} of the JSON list" if self.in_list else f"line {line}"
+    def at(self, err: RowError) -> str:
+        """``line 3``, ``row 2`` of the rows given, ``row 3 of the JSON list`` or ``row "q3" of the JSON object``."""
+        return failed_row_at(self.failed_row(err))
 
     def failed_row(self, err: RowError) -> dict[str, Any]:
         """``err`` as ``failed_rows.jsonl`` keeps it: its line (from 1), and for rows given also its ``index``; a JSON
-        list's row by its ``row`` in the list (from 1) instead of a line."""
-        if self.in_list:
+        list's row by its ``row`` in the list (from 1) instead of a line, a JSON object's by its ``row`` among the
+        object's (from 1) and its ``key``."""
+        if self.in_json == "object":
+            return {"row": err.line, "key": err.key, "error": err.error, "raw": err.raw}
+        if self.in_json:
             return {"row": err.line, "error": err.error, "raw": err.raw}
         return err.to_json() | ({"index": err.line - 1} if self.as_rows else {})
 
@@ -349,14 +353,18 @@ class Named:
         """``on lines 2 and 9``, ``in rows 1 and 8`` of the rows given, or ``in rows 2 and 9 of the JSON list``."""
         if self.as_rows:
             return f"in rows {first - 1} and {second - 1}"
-        return f"in rows {first} and {second} of the JSON list" if self.in_list else f"on lines {first} and {second}"
+        if self.in_json:
+            return f"in rows {first} and {second} of the JSON {self.in_json}"
+        return f"on lines {first} and {second}"
 
 
 def failed_row_at(row: Mapping[str, Any]) -> str:
     """Where a row of failed_rows.jsonl (:meth:`Named.failed_row`) is: ``row 2`` of the rows given (its ``index``),
-    ``row 3 of the JSON list`` (its ``row``), else ``line 3``."""
+    ``row "q3" of the JSON object`` (its ``key``), ``row 3 of the JSON list`` (its ``row``), else ``line 3``."""
     if "index" in row:
         return f"row {row['index']}"
+    if "key" in row:
+        return f"row {json.dumps(row['key'], ensure_ascii=False)} of the JSON object"
     if "row" in row:
         return f"row {row['row']} of the JSON list"
     return f"line {row.get('line', '-')}"

@@ -122,8 +122,9 @@ def _csv_row(item: RawItem, outputs: list[str], errors: list[str]) -> list[str]:
 
 
 def first_failed_row(out_dir: Path) -> dict[str, Any] | None:
-    """The first line of ``out_dir``'s failed_rows.jsonl (its ``line``, a JSON list's ``row`` instead, ``error``, and
-    ``index`` for rows given in memory), for messages that name it; None when the file is missing or unreadable."""
+    """The first line of ``out_dir``'s failed_rows.jsonl (its ``line``, a JSON list's ``row`` instead, a JSON object's
+    ``row`` and ``key``, ``error``, and ``index`` for rows given in memory), for messages that name it; None when the
+    file is missing or unreadable."""
     try:
         with (out_dir / "failed_rows.jsonl").open(encoding="utf-8") as fh:
             first = json.loads(fh.readline())

@@ -517,6 +517,13 @@ def test_the_warning_of_unreadable_rows_names_the_first_one_and_why(tmp_path: Pa
         evaluate(listed, {"metrics": ["exact_match"]}, out=tmp_path / "list")
     (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
     assert "with its row in the JSON list (from 1) and why; the first, row 2 of the JSON list: contexts:" in warned
+    # a JSON object's rows are keyed by id: each is placed by its key
+    keyed = tmp_path / "keyed.json"
+    keyed.write_text(json.dumps({row["id"]: row for row in rows}, indent=2))
+    with pytest.warns(UserWarning, match="2 rows were unreadable") as caught:
+        evaluate(keyed, {"metrics": ["exact_match"]}, out=tmp_path / "object")
+    (warned,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert 'with its key in the JSON object and why; the first, row "b" of the JSON object: contexts:' in warned
 
 
 def test_rows_refused_leave_no_copy_to_block_the_next_call_into_the_same_out(tmp_path: Path, home: Path) -> None:

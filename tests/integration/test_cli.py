@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 import pytest
@@ -253,35 +253,73 @@ def test_bad_rows_are_reported_with_lines_and_the_rest_scored(tmp_path: Path, ho
     assert _our_processes(home) == []  # workers stopped, private redis shut down
 
 
+class _BadRowsSaid(NamedTuple):
+    """What ragscore says of a .json file's bad rows: failed_rows.jsonl, the run's stderr (whitespace folded), its
+    report.md and report.html, the dry run's stdout, and the refusal (exit 2) of a file with no readable row."""
+
+    failed: list[dict[str, Any]]
+    run: str
+    report_md: str
+    report_html: str
+    dry: str
+    refused: str
+
+
+def _bad_rows_said(tmp_path: Path, home: Path, rows: object, unreadable: object) -> _BadRowsSaid:
+    """Run, then dry-run, ``rows`` written as a pretty-printed .json file, and dry-run ``unreadable`` (refused)."""
+    data, bad, out = tmp_path / "d.json", tmp_path / "bad.json", tmp_path / "out"
+    data.write_text(json.dumps(rows, indent=2))
+    bad.write_text(json.dumps(unreadable))
+    suite, env = str(_suite(tmp_path, GOOD_SUITE)), {"COLUMNS": "300"}
+    result = ragscore("run", str(data), "--suite", suite, "--out", str(out), home=home, env=env)
+    assert result.returncode == 0, result.stderr
+    dry = ragscore("run", str(data), "--suite", suite, "--dry-run", home=home, env=env)
+    assert dry.returncode == 0, dry.stderr
+    refused = ragscore("run", str(bad), "--suite", suite, "--dry-run", home=home, env=env)
+    assert refused.returncode == 2, refused.stderr
+    failed = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
+    return _BadRowsSaid(failed, " ".join(result.stderr.split()), (out / "report.md").read_text(),
+                        (out / "report.html").read_text(), dry.stdout, " ".join(refused.stderr.split()))  # fmt: skip
+
+
 def test_the_bad_rows_of_a_json_list_are_said_by_their_place_in_the_list_not_as_lines(
     tmp_path: Path, home: Path
 ) -> None:
     """A .json list's reader numbers its rows by their place in the list (a pretty-printed list's row 3 is on no line
     3): the errors file, the console, report.md, report.html and the dry run said them as "line 3"."""
     long = {"id": "long", "question": "q?", "contexts": 5, "answer": "x" * 3000}  # row 3: contexts is no list
-    rows = [*make_rows(2), long, 7, *make_rows(4)[2:]]  # row 4: no object
-    data = tmp_path / "d.json"
-    data.write_text(json.dumps(rows, indent=2))
-    suite = str(_suite(tmp_path, GOOD_SUITE))
-    out = tmp_path / "out"
-    result = ragscore("run", str(data), "--suite", suite, "--out", str(out), home=home, env={"COLUMNS": "300"})
-    assert result.returncode == 0, result.stderr
-    failed = [json.loads(line) for line in (out / "failed_rows.jsonl").read_text().splitlines()]
-    said_as = [(f.get("row"), "line" in f, f["error"].split(":")[0]) for f in failed]
+    said = _bad_rows_said(tmp_path, home, [*make_rows(2), long, 7, *make_rows(4)[2:]], [1, 2])  # row 4: no object
+    said_as = [(f.get("row"), "line" in f, f["error"].split(":")[0]) for f in said.failed]
     assert said_as == [(3, False, "contexts"), (4, False, "element 4")]
     # the raw is the object's own JSON, its note counting that object's characters (not the file's)
-    assert failed[0]["raw"].endswith(f" [cut: the row has {len(json.dumps(long)):,} characters]")
-    said = " ".join(result.stderr.split())
-    assert "2 unreadable rows not scored; the first, row 3 of the JSON list: contexts" in said
-    assert "| row 3 of the JSON list | contexts:" in (out / "report.md").read_text()
-    assert "<td>row 4 of the JSON list</td>" in (out / "report.html").read_text()
-    dry = ragscore("run", str(data), "--suite", suite, "--dry-run", home=home, env={"COLUMNS": "300"})
-    assert dry.returncode == 0, dry.stderr
-    assert "  row 3 of the JSON list: contexts:" in dry.stdout and "line 3" not in dry.stdout
-    unreadable = tmp_path / "bad.json"
-    unreadable.write_text(json.dumps([1, 2]))
-    refused = ragscore("run", str(unreadable), "--suite", suite, "--dry-run", home=home, env={"COLUMNS": "300"})
-    assert refused.returncode == 2 and "row 2 of the JSON list: element 2" in " ".join(refused.stderr.split())
+    assert said.failed[0]["raw"].endswith(f" [cut: the row has {len(json.dumps(long)):,} characters]")
+    assert "2 unreadable rows not scored; the first, row 3 of the JSON list: contexts" in said.run
+    assert "| row 3 of the JSON list | contexts:" in said.report_md
+    assert "<td>row 4 of the JSON list</td>" in said.report_html
+    assert "  row 3 of the JSON list: contexts:" in said.dry and "line 3" not in said.dry
+    assert "row 2 of the JSON list: element 2" in said.refused
+
+
+def test_the_bad_rows_of_a_json_object_keyed_by_id_are_said_by_their_key_not_as_lines(
+    tmp_path: Path, home: Path
+) -> None:
+    """A .json object's rows are keyed by id: the errors file, the console, the reports and the dry run said them as
+    "line 2", their place among the object's rows, which is no line of the file (a pretty-printed object's row 2 is
+    on line 3). Each is said by its key, and failed_rows.jsonl keeps it (beside its ``row``, its place)."""
+    rows = {row.pop("id"): row for row in make_rows(5)}
+    rows["q1"]["contexts"] = 5  # no list
+    rows["q2 é"] = [{"answer": "x"}]  # no object; its key as written, not escaped
+    rows["q3"]["id"] = "other"  # its own id is not its key
+    said = _bad_rows_said(tmp_path, home, rows, {"a": 1, "b": 2})
+    said_as = [(f["row"], f["key"], "line" in f, f["error"].split(":")[0]) for f in said.failed]
+    assert said_as == [(2, "q1", False, "contexts"), (4, "q3", False, "its id 'other' differs from its key"),
+                       (6, "q2 é", False, "expected an object, got list (if the rows are the list under 'q2 é', give "
+                                          "ragscore that list")]  # fmt: skip
+    assert '3 unreadable rows not scored; the first, row "q1" of the JSON object: contexts' in said.run
+    assert '| row "q3" of the JSON object | its id' in said.report_md
+    assert "<td>row &#34;q2 é&#34; of the JSON object</td>" in said.report_html
+    assert '  row "q1" of the JSON object: contexts:' in said.dry and "line 2" not in said.dry
+    assert 'row "b" of the JSON object: expected an object, got int' in said.refused
 
 
 def test_a_failing_metric_says_why_in_the_table_summary_and_report(tmp_path: Path, home: Path) -> None:

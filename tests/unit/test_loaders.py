@@ -409,7 +409,7 @@ def test_pandas_index_oriented_json_of_a_frame_with_ids_is_refused_and_one_keyed
     frame.drop(columns="id").to_json(path, orient="index")
     assert [r.id for r in _rows(path)[0]] == ["0", "1", "2"]
     path.write_text(json.dumps({"1": {"id": "1", "answer": "x"}, "2": {"id": "3", "answer": "y"}}))  # one typo
-    assert [(e.line, e.error) for e in _rows(path)[1]] == [(2, "key '2': its row's id '3' differs from its key")]
+    assert [(e.line, e.key, e.error) for e in _rows(path)[1]] == [(2, "2", "its id '3' differs from its key")]
 
 
 def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
@@ -424,8 +424,8 @@ def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     clash = tmp_path / "c.json"
     clash.write_text(json.dumps({"q1": {"id": "q1", "answer": "x"}, "q2": {"id": "other", "answer": "y"}}))
     ok, bad = _rows(clash)
-    assert [r.id for r in ok] == ["q1"] and [(e.line, e.error) for e in bad] == [
-        (2, "key 'q2': its row's id 'other' differs from its key")]  # fmt: skip
+    assert [r.id for r in ok] == ["q1"] and [(e.line, e.key, e.error) for e in bad] == [
+        (2, "q2", "its id 'other' differs from its key")]  # fmt: skip
     null_id = tmp_path / "n.json"  # null is an absent value (docs/datasets.md): the key is the id
     null_id.write_text(json.dumps({"q1": {"id": None, "answer": "x"}, "q2": {"id": "q2", "answer": "y"}}))
     ok, bad = _rows(null_id)
