@@ -25,7 +25,9 @@ PING_WAIT_S = 15.0
 DEFAULT_BROKER_TIMEOUT_S = 900.0
 
 #: How a broker fails, as said while it does and once it did: one that does not answer, one that answers and refuses
-#: (its password, its user, its TLS certificate: it never heals by itself), one that loads its data (a restart).
+#: (its password, its user, a NOPERM to its ping, its TLS certificate: it never heals by itself, yet counts toward
+#: --broker-timeout as one unreachable does, so that an admin's fix meanwhile stops no worker), one that loads its
+#: data (a restart).
 UNREACHABLE = ("unreachable", "was unreachable")
 REFUSING = ("answering but refusing it", "refused it")
 LOADING = ("answering but still loading its data", "was still loading its data")
@@ -44,7 +46,7 @@ def _ping(url: str) -> Outcome:
 
     try:
         why = probe_redis(url, "the broker")
-    except RagscoreError as exc:  # a wrong password, a user it no longer knows, a certificate refused
+    except RagscoreError as exc:  # a wrong password, a user it no longer knows or may not PING, a certificate refused
         return REFUSING, str(exc)
     if why is None:
         return None

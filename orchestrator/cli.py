@@ -1293,7 +1293,8 @@ def worker(
         typer.Option(
             "--broker-timeout",
             min=0,
-            help="Seconds the broker may stay unreachable before the workers stop and it exits 1 (0: retry for ever)",
+            help="Seconds the broker may stay unreachable (or refuse its user) before the workers stop and it exits 1 "
+            "(0: retry for ever)",
         ),
     ] = DEFAULT_BROKER_TIMEOUT_S,
     loglevel: Annotated[

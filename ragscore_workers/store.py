@@ -783,7 +783,8 @@ def _auth_refused(password: str | None, exc: Exception) -> str:
 
 def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
-    (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals), ConfigError
+    (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals) or a NOPERM reply
+    to the ping (an ACL user that may not run PING: no Redis restarting says it), ConfigError
     for a database the server lacks (never heals either), and for an ACL user that may not do the work of ``roles``
     (:func:`.acl.lacking`: the broker's, the run store's), which failed late with redis-py's raw NoPermissionError.
     A host name that does not resolve is a why not, named as such: it may resolve once its Redis is up (a docker
@@ -812,6 +813,10 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
         why = _auth_refused(probe.connection_pool.connection_kwargs.get("password"), exc)
         raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {why}") from exc
+    except redis.exceptions.NoPermissionError as exc:  # its ACL user may not PING (roles: lacking() says more)
+        user = probe.connection_pool.connection_kwargs.get("username") or "default"
+        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: it replies NOPERM to its ACL user {user!r} "
+                          f"({exc}): ACL SETUSER {user} +ping") from exc  # fmt: skip
     except redis.RedisError as exc:
         if "certificate verify failed" in str(exc).lower():  # never heals: not retried as a Redis restarting
             raise BrokerError(

@@ -17,6 +17,7 @@ import redis
 
 from orchestrator.broker_watch import BrokerWatch
 from ragscore_workers.alive import ALIVE_INDEX
+from ragscore_workers.errors import BrokerError
 
 from ..support import RedisProcess, ragscore_worker, until
 
@@ -86,6 +87,47 @@ def test_a_broker_that_refuses_its_password_is_said_to_refuse_it_at_once(tmp_pat
     assert said[0].startswith(f"broker redis://:***@127.0.0.1:{server.port}/0 answering but refusing it since "), said
     assert "password" in said[0] and "unreachable" not in said[0], said
     assert "0ld-pw" not in said[0] and "n3w-pw" not in said[0], said
+
+
+def _stopped(watch: BrokerWatch) -> BrokerError | None:
+    """The error the watch's check raises once the broker was lost past its timeout, else None."""
+    try:
+        watch.check()
+    except BrokerError as exc:
+        return exc
+    return None
+
+
+def test_a_broker_that_refuses_its_user_the_ping_mid_run_is_said_to_refuse_it_and_counts_toward_its_timeout(
+    tmp_path: Path,
+) -> None:
+    """An ACL user whose +ping was taken away mid-run is answered NOPERM: the watch said the broker unreachable. It
+    says it refuses the user, naming the reply (not the password), and the refusal counts toward --broker-timeout as
+    an unreachable broker does (an admin may give the permission back meanwhile)."""
+    server = RedisProcess(tmp_path / "redis").start_without_ping()
+    admin = redis.Redis(port=server.port)
+    admin.acl_setuser("watcher", enabled=True, passwords=["+s3cret-pw"], keys=["*"], channels=["*"], commands=["+@all"])
+    url = f"redis://watcher:s3cret-pw@127.0.0.1:{server.port}/0"
+    said: list[str] = []
+    pings = lambda: admin.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)  # noqa: E731
+    try:
+        with BrokerWatch(url, 3, said.append) as watch:
+            assert until(lambda: pings() >= 1, 60)  # answered: nothing to say
+            watch.check()
+            admin.acl_setuser("watcher", enabled=True, commands=["-ping"])
+            assert until(lambda: watch.check() or bool(said), 60), said
+            assert until(lambda: _stopped(watch) is not None, 60), said
+            with pytest.raises(BrokerError) as stopped:  # and again at each check, past it
+                watch.check()
+    finally:
+        server.stop()
+    assert len(said) == 1, said
+    assert said[0].startswith(f"broker redis://watcher:***@127.0.0.1:{server.port}/0 answering but refusing it "), said
+    assert "it replies NOPERM to its ACL user 'watcher'" in said[0] and "(--broker-timeout 3)" in said[0], said
+    assert "unreachable" not in said[0] and "s3cret-pw" not in said[0], said
+    stop = str(stopped.value)
+    assert " refused it from " in stop and "past --broker-timeout 3" in stop, stop
+    assert "NOPERM" in stop and "s3cret-pw" not in stop, stop
 
 
 def test_a_ping_that_a_black_hole_holds_up_never_holds_up_the_supervisors_loop() -> None:
