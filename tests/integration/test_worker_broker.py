@@ -130,6 +130,29 @@ def test_a_broker_that_refuses_its_user_the_ping_mid_run_is_said_to_refuse_it_an
     assert "NOPERM" in stop and "s3cret-pw" not in stop, stop
 
 
+def test_a_broker_loading_its_data_is_said_to_load_it_not_to_be_unreachable(tmp_path: Path) -> None:
+    """A Redis restarted with a dump to load answers LOADING until it has: said as loading, then back (untested
+    before). 60 keys of 2 KB, saved uncompressed, loaded 50 ms a key (``key-load-delay``), answer LOADING for 3 s: the
+    server answers between keys only where it reads no more than ``loading-process-events-interval-bytes`` at once
+    (a compressed dump is read in a few reads, and a ping waits for the load's end)."""
+    data = tmp_path / "redis"
+    saved = RedisProcess(data, "--rdbcompression", "no").start_without_ping()
+    client = redis.Redis(port=saved.port)
+    client.mset({f"k{i}": "v" * 2048 for i in range(60)})
+    client.save()
+    saved.stop()
+    server = RedisProcess(data, "--key-load-delay", "50000", "--loading-process-events-interval-bytes", "1024")
+    said: list[str] = []
+    try:
+        with BrokerWatch(server.start_without_ping().url, 900, said.append) as watch:
+            assert until(lambda: watch.check() or len(said) == 2, 60), said
+    finally:
+        server.stop()
+    assert said[0].startswith(f"broker redis://127.0.0.1:{server.port}/0 answering but still loading its data "), said
+    assert "(Redis is loading the dataset in memory)" in said[0] and "unreachable" not in said[0], said
+    assert " back at " in said[1], said
+
+
 def test_a_ping_that_a_black_hole_holds_up_never_holds_up_the_supervisors_loop() -> None:
     """The supervisor's loop restarts dead workers between two checks of the watch: a check returns while the ping
     it would wait for is still unanswered (a listener that never answers holds it up to its 5 s timeout)."""
