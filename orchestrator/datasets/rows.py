@@ -364,7 +364,7 @@ def failed_row_at(row: Mapping[str, Any]) -> str:
     if "index" in row:
         return f"row {row['index']}"
     if "key" in row:
-        return f"row {json.dumps(row['key'], ensure_ascii=False)} of the JSON object"
+        return f"row {utf8_json(row['key'])} of the JSON object"  # a lone surrogate's as its escape
     if "row" in row:
         return f"row {row['row']} of the JSON list"
     return f"line {row.get('line', '-')}"

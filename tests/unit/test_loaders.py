@@ -426,6 +426,11 @@ def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     ok, bad = _rows(clash)
     assert [r.id for r in ok] == ["q1"] and [(e.line, e.key, e.error) for e in bad] == [
         (2, "q2", "its id 'other' differs from its key")]  # fmt: skip
+    # a bad row is said by its key: one holding a lone surrogate as its escape, which the console can print
+    lone = tmp_path / "s.json"
+    lone.write_text('{"q1": {"answer": "x"}, "q2\\udfff": {"answer": "y"}}')
+    (said,) = scan_dataset(lone, None, lambda _: None).failures_said()
+    assert said.startswith('row "q2\\udfff" of the JSON object: id: U+DFFF: a lone UTF-16 surrogate'), said
     null_id = tmp_path / "n.json"  # null is an absent value (docs/datasets.md): the key is the id
     null_id.write_text(json.dumps({"q1": {"id": None, "answer": "x"}, "q2": {"id": "q2", "answer": "y"}}))
     ok, bad = _rows(null_id)
