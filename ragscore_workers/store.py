@@ -58,6 +58,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -781,11 +782,21 @@ def _auth_refused(password: str | None, exc: Exception) -> str:
     return f"{exc} (check the password in the URL)"
 
 
+def _noperm_rule(user: str, exc: Exception) -> str:
+    """The ACL rule that lets ``user`` run the command Redis's NOPERM reply ``exc`` names (``... to run the 'select'
+    command``: ``ACL SETUSER user +select``), or where it names none, what to look for."""
+    named = re.search(r"'([^'\s]+)' command", str(exc))
+    if named is None:
+        return f"give ACL user {user!r} the command Redis names"
+    return f"ACL SETUSER {user} +{named.group(1).lower()}"
+
+
 def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> str | None:
     """One ping without retries: None when Redis answers, else why not; BrokerError for a wrong password
-    (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals) or a NOPERM reply
-    to the ping (an ACL user that may not run PING: no Redis restarting says it), ConfigError
-    for a database the server lacks (never heals either), and for an ACL user that may not do the work of ``roles``
+    (redis-py counts that as a connection error, which clients retry for ~20 s, yet it never heals), ConfigError
+    for a database the server lacks (never heals either), for a NOPERM reply to the ping or to the SELECT of its
+    database (an ACL user that may not run it: no Redis restarting says it; the rule of Redis's command named), and
+    for an ACL user that may not do the work of ``roles``
     (:func:`.acl.lacking`: the broker's, the run store's), which failed late with redis-py's raw NoPermissionError.
     A host name that does not resolve is a why not, named as such: it may resolve once its Redis is up (a docker
     compose service's, a Kubernetes pod's name). ``what`` names the Redis in those errors (``the broker's Redis``
@@ -813,10 +824,10 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
     except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError) as exc:
         why = _auth_refused(probe.connection_pool.connection_kwargs.get("password"), exc)
         raise BrokerError(f"Cannot use {what} at {redact_url(url)}: {why}") from exc
-    except redis.exceptions.NoPermissionError as exc:  # its ACL user may not PING (roles: lacking() says more)
+    except redis.exceptions.NoPermissionError as exc:  # its user may not PING, or SELECT its database (on connect)
         user = probe.connection_pool.connection_kwargs.get("username") or "default"
-        raise BrokerError(f"Cannot use {what} at {redact_url(url)}: it replies NOPERM to its ACL user {user!r} "
-                          f"({exc}): ACL SETUSER {user} +ping") from exc  # fmt: skip
+        raise ConfigError(f"Cannot use {what} at {redact_url(url)}: it replies NOPERM to its ACL user {user!r} "
+                          f"({exc}): {_noperm_rule(user, exc)}") from exc  # fmt: skip
     except redis.RedisError as exc:
         if "certificate verify failed" in str(exc).lower():  # never heals: not retried as a Redis restarting
             raise BrokerError(

@@ -1841,6 +1841,31 @@ def test_a_user_that_may_not_open_multi_is_told_every_rule_its_writing_roles_nee
     assert said.count("the broker") == 1, said
 
 
+def test_a_user_that_may_not_select_its_database_or_ping_is_refused_at_once_with_the_rule_of_that_command(
+    tmp_path: Path,
+) -> None:
+    """An ACL user that may not run PING, or SELECT the URL's database (redis-py sends it as it connects), is answered
+    NOPERM: refused at once as a user that lacks what its command needs is (ConfigError, exit 2; no Redis restarting
+    says it), with the rule of the command Redis names, with or without roles to check. A user that may not SELECT
+    was told ``+ping``."""
+    from ragscore_workers.acl import BROKER
+
+    users = ["default on nopass ~* &* +@all", "nosel on >s-pw ~* &* +@all -select", "noping on >p-pw ~* &* +@all -ping"]
+    server = _acl_redis(tmp_path, users).start_without_ping()
+    base = f"127.0.0.1:{server.port}"
+    try:
+        for url, rule in ((f"redis://nosel:s-pw@{base}/1", "ACL SETUSER nosel +select"),
+                          (f"redis://noping:p-pw@{base}/0", "ACL SETUSER noping +ping")):  # fmt: skip
+            for roles in ((), (BROKER,)):
+                with pytest.raises(ConfigError, match="it replies NOPERM to its ACL user") as refused:
+                    probe_redis(url, roles=roles)
+                said = str(refused.value)
+                assert said.endswith(f"command): {rule}"), said
+                assert "-pw" not in said, said
+    finally:
+        server.stop()
+
+
 def test_a_command_that_asks_the_workers_is_checked_for_the_broadcasts_binding_kombus_sweep_reads(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
