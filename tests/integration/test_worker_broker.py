@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from orchestrator.broker_watch import BrokerWatch
 from ragscore_workers.alive import ALIVE_INDEX
@@ -132,19 +134,24 @@ def test_a_broker_that_refuses_its_user_the_ping_mid_run_is_said_to_refuse_it_an
 
 def test_a_broker_loading_its_data_is_said_to_load_it_not_to_be_unreachable(tmp_path: Path) -> None:
     """A Redis restarted with a dump to load answers LOADING until it has: said as loading, then back (untested
-    before). 60 keys of 2 KB, saved uncompressed, loaded 50 ms a key (``key-load-delay``), answer LOADING for 3 s: the
-    server answers between keys only where it reads no more than ``loading-process-events-interval-bytes`` at once
-    (a compressed dump is read in a few reads, and a ping waits for the load's end)."""
+    before). 300 keys of 2 KB, saved uncompressed, loaded 200 ms a key (``key-load-delay``), answer LOADING for a
+    minute, until the watch said so: then the delay is set to 0 (CONFIG SET runs while Redis loads), and the load ends
+    at once. No window to hit on a loaded machine. The server answers between keys only where it reads no more than
+    ``loading-process-events-interval-bytes`` at once (a compressed dump is read in a few reads, and a ping waits for
+    the load's end)."""
     data = tmp_path / "redis"
     saved = RedisProcess(data, "--rdbcompression", "no").start_without_ping()
     client = redis.Redis(port=saved.port)
-    client.mset({f"k{i}": "v" * 2048 for i in range(60)})
+    client.mset({f"k{i}": "v" * 2048 for i in range(300)})
     client.save()
     saved.stop()
-    server = RedisProcess(data, "--key-load-delay", "50000", "--loading-process-events-interval-bytes", "1024")
+    server = RedisProcess(data, "--key-load-delay", "200000", "--loading-process-events-interval-bytes", "1024")
     said: list[str] = []
     try:
         with BrokerWatch(server.start_without_ping().url, 900, said.append) as watch:
+            assert until(lambda: watch.check() or bool(said), 60), said
+            loading = redis.Redis(port=server.port, retry=Retry(NoBackoff(), 0))  # LOADING: not retried, waited
+            loading.config_set("key-load-delay", 0)  # the rest of the load at once
             assert until(lambda: watch.check() or len(said) == 2, 60), said
     finally:
         server.stop()
