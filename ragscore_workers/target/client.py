@@ -35,13 +35,13 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from ..errors import ConfigError
 from ..providers.base import RetryDecision
 from ..providers.errors import RateLimitTimeout
-from ..providers.ratelimit import DEFAULT_MAX_WAIT_S, RedisLimiter, limits_per_minute
+from ..providers.ratelimit import RedisLimiter, limits_per_minute
 from ..providers.run_state import RunJudgeState
 from ..schemas import TargetConfig
 from ..settings import get_settings
 from ..unicode_text import hash_bytes, utf8_json
 from .endpoints import Endpoint, make_endpoint
-from .errors import TargetError, TargetStopped, TargetTooSlow, TargetWaitTooLong
+from .errors import TargetError, TargetStopped, TargetTooSlow
 
 __all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client"]
 
@@ -138,10 +138,8 @@ class TargetClient:
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a
             # question stopped then is not sent, and the limiter takes its slot back out of the shared window.
             grant = self.limiter.acquire(0, check=self._check_stopped, on_wait=self.state.note_wait, left_s=left_s)
-        except RateLimitTimeout as exc:
-            if left_s < self.limiter.max_wait_s:  # the question's own time ran out first
-                raise tries.too_slow(str(exc)) from exc
-            raise TargetWaitTooLong(str(exc), system=self.endpoint_name) from exc
+        except RateLimitTimeout as exc:  # its limiter's bound is the question's time (build_target_client)
+            raise tries.too_slow(str(exc)) from exc
         try:
             data, _headers = self.endpoint.call(request)
         except TargetError as exc:
@@ -161,7 +159,7 @@ class TargetClient:
             raise TargetStopped(reason, system=self.endpoint_name)
 
     def _decide(self, exc: TargetError) -> RetryDecision:
-        if isinstance(exc, (TargetStopped, TargetWaitTooLong, TargetTooSlow)):
+        if isinstance(exc, (TargetStopped, TargetTooSlow)):
             return RetryDecision.no()
         return self.endpoint.decide(exc)
 
@@ -264,10 +262,11 @@ def build_target_client(redis: Any, run_id: str, config: TargetConfig, *, minute
     if redis is None:
         raise ConfigError("Targets need Redis (the run store) for the shared rate limit, cache and counters")
     endpoint = _endpoint(config.model_dump_json(), os.environ.get(config.auth_env or "") or "")
-    # Without rpm too: a 429's retry-after pauses every worker's calls to the target, bounded by max_wait_s and
-    # ended by a cancel (a bare sleep of retry-after: 100000 hung the run, deaf to `ragscore cancel`).
+    # Without rpm too: a 429's retry-after pauses every worker's calls to the target, bounded by the question's
+    # max_seconds_per_question (its one bound: a wait past it is TargetTooSlow, whatever the limit) and ended by a
+    # cancel (a bare sleep of retry-after: 100000 hung the run, deaf to `ragscore cancel`).
     scope = hashlib.sha256(config.identity.encode()).hexdigest()[:12]
     limiter = RedisLimiter(redis, f"target:{scope}", limits_per_minute(config.rpm, pace=config.pace, minute_s=minute_s),
-                           max_wait_s=DEFAULT_MAX_WAIT_S)  # fmt: skip
+                           max_wait_s=config.max_seconds_per_question)  # fmt: skip
     state = RunJudgeState.for_target(redis, run_id, config.system, ttl_s=get_settings().live_ttl_s)
     return TargetClient(config, endpoint, redis, state, limiter)

@@ -3,8 +3,8 @@
 RagscoreError
 └── TargetError           asking the system under test failed (carries ``system``, ``status``, ``headers``)
     ├── TargetStopped     the run stopped asking this target: its circuit breaker is open
-    ├── TargetWaitTooLong the shared rate limit would hold the call longer than its bound (not retried)
-    └── TargetTooSlow     the question ran out of its ``max_seconds_per_question`` (not retried)
+    └── TargetTooSlow     the question ran out of its ``max_seconds_per_question``, or a wait at the shared rate
+                          limit would take it past that (not retried)
 
 Messages never carry the target's token (:func:`ragscore_workers.providers.errors.redact`).
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from ..errors import RagscoreError
 
-__all__ = ["TargetError", "TargetStopped", "TargetTooSlow", "TargetWaitTooLong"]
+__all__ = ["TargetError", "TargetStopped", "TargetTooSlow"]
 
 
 class TargetError(RagscoreError):
@@ -34,9 +34,6 @@ class TargetStopped(TargetError):
     """The run's circuit breaker for this target is open: no more calls are made."""
 
 
-class TargetWaitTooLong(TargetError):
-    """The cluster-wide limiter would make this call wait longer than ``max_wait_s``."""
-
-
 class TargetTooSlow(TargetError):
-    """The question was not answered within the target's ``max_seconds_per_question``: its tries and waits stop."""
+    """The question was not answered within the target's ``max_seconds_per_question``, or the shared rate limit would
+    hold it past that: its tries and waits stop (the one bound of a question's time: the limiter's is the same)."""

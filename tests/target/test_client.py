@@ -288,19 +288,18 @@ def test_an_even_pace_holds_a_targets_calls_to_rpm_over_60_a_second(store: RunSt
     assert times[-1] - times[0] >= 1.8  # 6 calls at 2 a second need at least two full seconds after the first two
 
 
-def test_a_wait_over_the_bound_fails_the_question_without_retrying(store: RunStore, rag: FakeRag) -> None:
-    from ragscore_workers.providers.ratelimit import RedisLimiter, limits_per_minute
-    from ragscore_workers.target import TargetClient
-    from ragscore_workers.target.endpoints import make_endpoint
-    from ragscore_workers.target.errors import TargetWaitTooLong
-
-    client = _client(store, rag, "exact", cache=False)
-    limiter = RedisLimiter(store.r, f"t-{uuid.uuid4().hex}", limits_per_minute(1, minute_s=30), max_wait_s=0.2)
-    bounded = TargetClient(client.config, make_endpoint(client.config), store.r, client.state, limiter)
-    bounded.ask(_ask(1))
-    with pytest.raises(TargetWaitTooLong, match="max_wait_s=0.2"):
-        bounded.ask(_ask(2))
-    assert rag.calls["exact"] == 1 and client.state.read()["retries"] == 0
+def test_a_wait_past_a_max_seconds_above_600_fails_as_too_slow_naming_it(store: RunStore, rag: FakeRag) -> None:
+    """A question's time had two bounds: its ``max_seconds_per_question`` and the limiter's own 600 s. Set above 600,
+    a longer wait failed as another error (TargetWaitTooLong) naming ``max_wait_s=600 s``, no setting of the suite's.
+    One bound now, one error: TargetTooSlow naming the target's limit, at once and not retried."""
+    client = _client(store, rag, "exact", max_seconds_per_question=800)
+    client.limiter.pause(1000.0, "429")  # every caller waits, as after a 429 with retry-after: 1000
+    started = time.monotonic()
+    with pytest.raises(TargetTooSlow, match=r"^exact: no answer within the target's max_seconds_per_question=800 "
+                                            r"\(asked for [\d.]+ s; .* over the [\d.]+ s left to it "):  # fmt: skip
+        client.ask(_ask(1))
+    assert time.monotonic() - started < 10 and rag.calls.get("exact", 0) == 0
+    assert client.state.read()["retries"] == 0
 
 
 def test_a_question_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cancelled(
