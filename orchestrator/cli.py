@@ -749,7 +749,7 @@ def _dry_run(  # type: ignore[no-untyped-def]
     from .gates import system_note
     from .queues import live_processes
     from .reports.console import print_estimate
-    from .runner import check_judge_threads, judge_threads_unused
+    from .runner import check_judge_threads, check_question_time, judge_threads_unused
     from .workers import POOL_DEFAULTS
 
     redis = None
@@ -780,6 +780,7 @@ def _dry_run(  # type: ignore[no-untyped-def]
         code = EXIT_BAD_INPUT
     try:  # the run itself is refused before anything starts, here or on a cluster
         get_settings().check_visibility_timeout()
+        check_question_time(resolved, get_settings())
         check_judge_threads(judge_threads, cluster)
     except ConfigError as exc:
         print_warning(f"the run would be refused: {exc}")

@@ -235,6 +235,7 @@ def submit(
     """
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
     named = (named or Named.of(dataset)).of_file(dataset, fmt, fmt_options, caller)
+    check_question_time(resolved, get_settings())  # before a row is read
     run_id = run_id or new_run_id()
     started = time.time()
     bad: list[dict] = []
@@ -1335,6 +1336,25 @@ def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
         provider = make_provider(resolved.suite.judge, api_key_env=env)
         if not (counted and calls_left == 0):
             provider.require_key()
+
+
+def check_question_time(resolved: ResolvedSuite, settings: Settings) -> None:
+    """ConfigError when a target's ``max_seconds_per_question`` is not below the broker's visibility timeout (unless a
+    test allowed a short one): a target task runs in a thread pool, which no Celery time limit ends, so one whose
+    question still waits then is delivered again and its questions asked twice."""
+    if settings.allow_short_visibility_timeout:
+        return
+    visibility = settings.visibility_timeout_s
+    for index, target in enumerate(resolved.targets):
+        if target.max_seconds_per_question >= visibility:
+            place = "target" if resolved.suite.target is not None else f"targets[{index}]"
+            raise ConfigError(
+                f"Invalid suite: {place}.max_seconds_per_question={target.max_seconds_per_question:g} is not below "
+                f"the broker's visibility timeout, RAGSCORE_VISIBILITY_TIMEOUT_S={visibility} s: a target task still "
+                f"asking then is delivered again and its questions asked twice. Set max_seconds_per_question below "
+                f"{visibility} in the suite, or RAGSCORE_VISIBILITY_TIMEOUT_S above "
+                f"{target.max_seconds_per_question:g} (here and on the workers)"
+            )
 
 
 def check_judge_threads(threads: object, broker: str | None, caller: Caller = CLI) -> None:

@@ -261,6 +261,28 @@ def test_a_question_past_its_max_seconds_fails_saying_how_long_and_why_and_the_o
     assert result.summary.target["saturated"]["failures"] == 1
 
 
+@pytest.mark.parametrize(("single", "place"), [(False, "targets[0]"), (True, "target")])
+def test_a_max_seconds_per_question_not_below_the_visibility_timeout_is_refused_naming_both(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, single: bool, place: str
+) -> None:
+    """A target task runs in a thread pool, which no Celery time limit ends: a question still waiting when the
+    broker's visibility timeout passes has its task delivered again, and its questions asked twice. Nothing refused
+    a ``max_seconds_per_question`` at or above it; the submit does, before a row is read or the run recorded."""
+    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "900")
+    monkeypatch.delenv("RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT", raising=False)
+    target = {"url": "http://127.0.0.1:9/ask", "max_seconds_per_question": 900}
+    suite = {"metrics": ["verbatim"], **({"target": target} if single else {"targets": [{"system": "s", **target}]})}
+    with pytest.raises(ConfigError) as info:
+        evaluate(questions(2), suite, out=tmp_path / "out")
+    assert str(info.value) == (
+        f"Invalid suite: {place}.max_seconds_per_question=900 is not below the broker's visibility timeout, "
+        "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s: a target task still asking then is delivered again and its questions "
+        "asked twice. Set max_seconds_per_question below 900 in the suite, or RAGSCORE_VISIBILITY_TIMEOUT_S above 900 "
+        "(here and on the workers)"
+    )
+    assert not (tmp_path / "out" / "run.json").exists()
+
+
 def _run_while_down(rag: FakeRag, out: Path) -> Any:
     """A run of systems ``exact`` and ``down`` while ``down`` fails (its breaker opens after 2), then ``down`` is
     back; the first run's Evaluation."""
