@@ -25,7 +25,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from ragscore_workers.schemas import SLOT_WAIT
-from ragscore_workers.store import PAUSED_BY_BUDGET, scored_of, work_before
+from ragscore_workers.store import PAUSED_BACKING_OFF, PAUSED_BY_BUDGET, scored_of, work_before
 
 from .floors import eta_floor_s
 from .terminal import TerminalConsole, shown, write_to_nowhere
@@ -152,8 +152,10 @@ def wait_note(counters: dict[str, int], now: float | None = None, queues: Collec
     judge rate limit of groq/llama-3.1-8b-instant with the key in JUDGE_KEY_B``), or, for the pause every worker
     keeps after a 429, ``paused by the provider's 429 until 10:32:05 UTC: next judge call in 40 s`` (``paused until
     10:32:05 UTC (the provider's rate-limit headers say its budget is spent): next judge call in 40 s`` when headers
-    paused it). ``now`` (epoch seconds, this host's clock; default: the clock now) dates the end of a pause. A worker
-    loading its model or encoding for the run is said too (of ``queues`` only, when given): :func:`load_note`."""
+    paused it, ``backing off after the provider's 429s without a retry time until 10:32:05 UTC: ...`` for the growing
+    pause after 429s that said not how long to wait). ``now`` (epoch seconds, this host's clock; default: the clock
+    now) dates the end of a pause. A worker loading its model or encoding for the run is said too (of ``queues`` only,
+    when given): :func:`load_note`."""
     notes = [_stage_wait_note(stage, counters, now) for stage in _STAGES]
     return "; ".join(note for note in (*notes, load_note(counters, queues)) if note)
 
@@ -225,6 +227,8 @@ def _stage_wait_note(stage: str, counters: dict[str, int], now: float | None) ->
         if counters[f"{stage}_wait_pause"] == PAUSED_BY_BUDGET:
             said = f"{whose} rate-limit headers{of_limiter} say its budget is spent"
             return f"paused until {until} ({said}): {next_call}"
+        if counters[f"{stage}_wait_pause"] == PAUSED_BACKING_OFF:
+            return f"backing off after {whose} 429s without a retry time{of_limiter} until {until}: {next_call}"
         return f"paused by {whose} 429{of_limiter} until {until}: {next_call}"
     if (cap := counters.get(f"{stage}_wait_{SLOT_WAIT}")) is not None:  # when a slot frees is unknown: no time said
         waiting = counters.get(f"{stage}_wait_{SLOT_WAIT}_calls")

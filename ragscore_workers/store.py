@@ -536,10 +536,14 @@ def work_before(progress: dict[str, int]) -> dict[str, int]:
     return {k[len(_BEFORE) :]: v for k, v in progress.items() if k.startswith(_BEFORE)}
 
 
-#: The shared pause a wait is on was set by a 429 (``judge_wait_pause``), or by headers saying a budget is at 0.
-PAUSED_BY_429, PAUSED_BY_BUDGET = 429, 0
+#: The shared pause a wait is on was set by a 429 (``judge_wait_pause``), by headers saying a budget is at 0, or as
+#: the backoff after 429s that said not how long to wait (:data:`BACKING_OFF`).
+PAUSED_BY_429, PAUSED_BY_BUDGET, PAUSED_BACKING_OFF = 429, 0, 1
 #: The reason of a shared pause set because the provider's headers said a budget is at 0.
 BUDGET_AT_0 = "provider budget at 0"
+#: How the reason of a shared pause set as the backoff after 429s that said not how long to wait begins (the limiter's
+#: ``pause(None)``); the 429's own reason follows it.
+BACKING_OFF = "backing off after 429s without a retry time"
 
 
 #: Where each stage's calls note what they wait on at the shared limiter (:meth:`RunJudgeState.note_wait`), by
@@ -593,9 +597,8 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
     go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value; ``slot``: a slot of
     ``judge.max_in_flight``, the cap, with ``{stage}_wait_slot_calls``, the calls waiting for one) or
-    ``{stage}_wait_pause`` (:data:`PAUSED_BY_429`, :data:`PAUSED_BY_BUDGET`), and ``{stage}_wait_of:{who}`` (1)
-    naming the target, or (``named``: the run has several) the judge limiter, whose calls wait. ``{}`` for none, or a
-    wait whose time has passed."""
+    ``{stage}_wait_pause`` (:func:`_paused_by`), and ``{stage}_wait_of:{who}`` (1) naming the target, or (``named``:
+    the run has several) the judge limiter, whose calls wait. ``{}`` for none, or a wait whose time has passed."""
     field = {(k.decode() if isinstance(k, bytes) else k): (v.decode(errors="replace") if isinstance(v, bytes) else v)
              for k, v in wait.items()}  # fmt: skip
     try:
@@ -607,12 +610,19 @@ def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = 
     who = field.get("who") if named else None
     out = {f"{stage}_wait_ms": left, **({f"{stage}_wait_of:{who}": 1} if who else {})}
     if on == "pause":
-        budget = field.get("reason") == BUDGET_AT_0
-        return {**out, f"{stage}_wait_pause": PAUSED_BY_BUDGET if budget else PAUSED_BY_429}
+        return {**out, f"{stage}_wait_pause": _paused_by(field.get("reason") or "")}
     waiting = field.get("waiting", "")
     if on == SLOT_WAIT and waiting.isdigit() and int(waiting) > 0:  # the calls waiting for a slot
         out[f"{stage}_wait_{SLOT_WAIT}_calls"] = int(waiting)
     return {**out, f"{stage}_wait_{on}": limit}
+
+
+def _paused_by(reason: str) -> int:
+    """What set a shared pause of this ``reason``: :data:`PAUSED_BY_BUDGET`, :data:`PAUSED_BACKING_OFF` or
+    :data:`PAUSED_BY_429`."""
+    if reason == BUDGET_AT_0:
+        return PAUSED_BY_BUDGET
+    return PAUSED_BACKING_OFF if reason.startswith(BACKING_OFF) else PAUSED_BY_429
 
 
 #: The run-store part where workers note what they do for the run before its units are written (load a model, encode a

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..schemas import Pace, paced_per_second
+from ..store import BACKING_OFF
 from .errors import RateLimitTimeout, RequestTooLargeError
 
 __all__ = [
@@ -450,7 +451,9 @@ class RedisLimiter:
         """The error of a call the limit would hold over ``max_wait_s``, or over the ``left_s`` it was given where that
         is less (``held``: what it waits on), saying what paused every worker (the pause's reason came with the
         acquire's answer: a 429's message)."""
-        why = f"; paused by {held.reason}" if held.on == "pause" and held.reason else ""
+        why = ""
+        if held.on == "pause" and held.reason:  # a backoff's reason says what it is; a pause's, what set it
+            why = f"; {held.reason}" if held.reason.startswith(BACKING_OFF) else f"; paused by {held.reason}"
         bound = f"max_wait_s={self.max_wait_s:g} s"
         if left_s is not None and left_s < self.max_wait_s:
             bound = f"the {left_s:.1f} s left to it"
@@ -478,7 +481,7 @@ class RedisLimiter:
         a row pauses ``backoff_429_s[0]``, each next twice the last (up to :data:`BACKOFF_429_JITTER` longer), up to
         ``backoff_429_s[1]``, until a call succeeds (:meth:`succeeded`) or :data:`BACKOFF_429_MEMORY_S` pass."""
         if seconds is None:
-            self._back_off_unsaid(reason or "paused")
+            self._back_off_unsaid(f"{BACKING_OFF}: {reason}" if reason else BACKING_OFF)
             return
         ms = int(seconds * 1000)
         if ms > 0:

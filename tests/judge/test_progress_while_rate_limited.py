@@ -26,7 +26,7 @@ from ragscore_workers.providers import Limit, RedisLimiter, run_state
 from ragscore_workers.providers.errors import RateLimitTimeout
 from ragscore_workers.providers.ratelimit import WAIT_REFRESH_S, Grant, Wait
 from ragscore_workers.providers.run_state import WAIT_SOONER_MS, WAIT_TTL_MS, WAIT_WRITE_EVERY_S, RunJudgeState
-from ragscore_workers.store import BUDGET_AT_0, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
+from ragscore_workers.store import BUDGET_AT_0, PAUSED_BACKING_OFF, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
 
 from ..fakes import FakeProvider
 from ..support import RedisProcess, WorkerProcess, monitor_commands, status_saying, status_text, until, write_jsonl
@@ -85,12 +85,20 @@ def test_a_run_held_by_its_rpm_says_it_waits_on_the_rate_limit_not_no_progress(
 
 @pytest.mark.integration
 @pytest.mark.serial  # ETAs and waits against a real rpm: timed
+@pytest.mark.parametrize(
+    ("retry_after_s", "paused", "said"),
+    [(120, PAUSED_BY_429, "paused by the provider's 429 until "),
+     (None, PAUSED_BACKING_OFF, "backing off after the provider's 429s without a retry time until ")],
+    ids=["retry-after", "no-retry-time"],
+)  # fmt: skip
 def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
-    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
-) -> None:
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str, retry_after_s: int | None, paused: int,
+    said: str,
+) -> None:  # fmt: skip
     """A 429 with retry-after 120 pauses every worker's calls: `ragscore status` says the provider's 429 paused them,
-    until when, not "no progress"."""
-    fake.injected_retry_after_s = 120
+    until when, not "no progress". 429s that say no wait (no retry-after, nor a message saying how long) set a backoff
+    growing with each (2 s, 4 s ...): that was said as "paused by the provider's 429" too; it is said as what it is."""
+    fake.injected_retry_after_s = retry_after_s
     fake.fail_next("429", 1000)
     store = connect(redis_server.url)
     worker = WorkerProcess(redis_server.url, "judge", tmp_path / "home").start()
@@ -98,9 +106,9 @@ def test_a_run_paused_by_the_providers_429_says_so_and_until_when(
         run_id = _judging(tmp_path, fake, model, store)
         assert until(lambda: "judge_wait_pause" in store.progress(run_id), BOOT_S), store.progress(run_id)
         counters = store.progress(run_id)
-        assert counters["judge_wait_pause"] == PAUSED_BY_429 and 0 < counters["judge_wait_ms"] <= 120_000, counters
-        status = status_saying(run_id, redis_server.url, "paused by the provider's 429 until ", BOOT_S)
-        assert "paused by the provider's 429 until " in status and "UTC: next judge call in" in status, status
+        assert counters["judge_wait_pause"] == paused and 0 < counters["judge_wait_ms"] <= 120_000, counters
+        status = status_saying(run_id, redis_server.url, said, BOOT_S)
+        assert said in status and "UTC: next judge call in" in status, status
         assert "no progress" not in status, status
         cancel(store, run_id)
         assert wait(store, run_id, timeout_s=BOOT_S).state == RunState.CANCELLED

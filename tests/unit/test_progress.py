@@ -525,6 +525,10 @@ def test_a_rich_bar_prints_what_its_run_is_queued_behind_whole_once_a_wait_begin
       "waiting on the target's rate limit (60 RPM): next target call in 4 s"),
      ({"target_wait_ms": 40_000, "target_wait_pause": 429},
       "paused by the target's 429 until 10:32:05 UTC: next target call in 40 s"),
+     ({"judge_wait_ms": 8_000, "judge_wait_pause": 1},
+      "backing off after the provider's 429s without a retry time until 10:31:33 UTC: next judge call in 8 s"),
+     ({"target_wait_ms": 8_000, "target_wait_pause": 1, "target_wait_of:rag-v1": 1},
+      "backing off after target rag-v1's 429s without a retry time until 10:31:33 UTC: next target call in 8 s"),
      ({"target_wait_ms": 3_200, "target_wait_rpm": 60, "target_wait_of:rag-v1": 1},
       "waiting on target rag-v1's rate limit (60 RPM): next target call in 4 s"),
      ({"target_wait_ms": 40_000, "target_wait_pause": 0, "target_wait_of:rag-v1": 1},
@@ -766,7 +770,7 @@ def test_a_resumed_queues_earlier_units_do_not_count_as_its_first_and_a_429_paus
     """A resume's embed queue had 200 units before it (``before:done:embed``): those are not this attempt's, so its
     model's load is still said while the cpu queue scores; a provider's 429 pause is said beside it (the line has no
     ETA to keep then)."""
-    paused = {"judge_wait_ms": 40_000, "judge_wait_pause": 1}
+    paused = {"judge_wait_ms": 40_000, "judge_wait_pause": 429}
     counters = {"done": 400, "total": 1000, "done:cpu": 200, "total:cpu": 500, "done:embed": 200, "total:embed": 500,
                 "work_ms": 31_000, "before:done": 300, "before:done:cpu": 100, "before:done:embed": 200}  # fmt: skip
     out = io.StringIO()
