@@ -895,6 +895,7 @@ def submit(
     of `ragscore run`'s, applied the same way."""
     from .connection import check_queues
     from .queues import unserved_message, unserved_queues
+    from .runner import check_question_time
     from .runner import submit as submit_run
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
@@ -902,6 +903,7 @@ def submit(
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     if _embedded(broker):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
+    check_question_time(resolved, get_settings())  # before the broker is reached
     options = _format_options(predictions, corpus, system)
     store = _store(broker, sends=True)
     check_queues(store, _broker_url(broker), resolved.queues)

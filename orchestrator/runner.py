@@ -235,7 +235,6 @@ def submit(
     """
     validated_as = _file_state(dataset) if dataset.exists() else None  # a missing file: the scan says so
     named = (named or Named.of(dataset)).of_file(dataset, fmt, fmt_options, caller)
-    check_question_time(resolved, get_settings())  # before a row is read
     run_id = run_id or new_run_id()
     started = time.time()
     bad: list[dict] = []
@@ -1664,6 +1663,8 @@ def run(
     """
     settings = settings or get_settings()
     settings.check_visibility_timeout()  # before the out DIR is claimed or an embedded Redis started
+    if resolved is not None:  # a new run's
+        check_question_time(resolved, settings)
     given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
     check_judge_threads(judge_threads, broker, caller)

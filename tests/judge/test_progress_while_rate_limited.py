@@ -26,7 +26,15 @@ from ragscore_workers.providers import Limit, RedisLimiter, run_state
 from ragscore_workers.providers.errors import RateLimitTimeout
 from ragscore_workers.providers.ratelimit import WAIT_REFRESH_S, Grant, Wait
 from ragscore_workers.providers.run_state import WAIT_SOONER_MS, WAIT_TTL_MS, WAIT_WRITE_EVERY_S, RunJudgeState
-from ragscore_workers.store import BUDGET_AT_0, PAUSED_BACKING_OFF, PAUSED_BY_429, PAUSED_BY_BUDGET, RunState, RunStore
+from ragscore_workers.store import (
+    BACKING_OFF,
+    BUDGET_AT_0,
+    PAUSED_BACKING_OFF,
+    PAUSED_BY_429,
+    PAUSED_BY_BUDGET,
+    RunState,
+    RunStore,
+)
 
 from ..fakes import FakeProvider
 from ..support import RedisProcess, WorkerProcess, monitor_commands, status_saying, status_text, until, write_jsonl
@@ -281,6 +289,24 @@ def test_a_pause_the_providers_headers_set_is_said_so_by_the_calls_it_holds(rcli
         thread.join(timeout=30)
     assert not thread.is_alive(), "the waiting call did not stop once its check raised"
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome  # the check's, not an admission
+
+
+@pytest.mark.parametrize(
+    ("reason", "paused"),
+    [("paused", PAUSED_BY_429), ("429 Too Many Requests", PAUSED_BY_429),
+     (f"{BACKING_OFF}: 429 Too Many Requests", PAUSED_BACKING_OFF)],
+    ids=["older-backoff", "429", "backoff"],
+)  # fmt: skip
+def test_a_pauses_kind_is_read_from_its_reason_an_older_workers_backoff_as_a_429(
+    rclient: redis.Redis, reason: str, paused: int
+) -> None:
+    """What set a pause is read from its reason when the progress is read, never stored as a number: a backoff's
+    (beginning with BACKING_OFF) is said as one; an older worker's, which said only "paused" or the 429's message,
+    is said as a 429's pause, as it was."""
+    store, state, run_id = _run_waits(rclient)
+    now = _redis_ms(rclient)
+    state.note_wait(Wait("pause", 0, now + 30_000, now, reason))
+    assert store.progress(run_id)["judge_wait_pause"] == paused, store.progress(run_id)
 
 
 def test_a_note_whose_write_failed_is_written_by_the_next_waiting_call(

@@ -294,11 +294,11 @@ def test_a_wait_past_a_max_seconds_above_600_fails_as_too_slow_naming_it(store: 
     One bound now, one error: TargetTooSlow naming the target's limit, at once and not retried."""
     client = _client(store, rag, "exact", max_seconds_per_question=800)
     client.limiter.pause(1000.0, "429")  # every caller waits, as after a 429 with retry-after: 1000
-    started = time.monotonic()
     with pytest.raises(TargetTooSlow, match=r"^exact: no answer within the target's max_seconds_per_question=800 "
                                             r"\(asked for [\d.]+ s; .* over the [\d.]+ s left to it "):  # fmt: skip
         client.ask(_ask(1))
-    assert time.monotonic() - started < 10 and rag.calls.get("exact", 0) == 0
+    assert client.limiter.paused_for() > 200, "it waited out its 800 s"  # at once: nothing waited
+    assert rag.calls.get("exact", 0) == 0
     assert client.state.read()["retries"] == 0
 
 

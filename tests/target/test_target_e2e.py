@@ -22,7 +22,7 @@ from ragscore_workers.errors import ConfigError, DatasetWarning
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
-from ..support import RedisProcess, WorkerProcess
+from ..support import ROOT, RedisProcess, WorkerProcess, closed_port
 
 pytestmark = pytest.mark.integration
 
@@ -281,6 +281,28 @@ def test_a_max_seconds_per_question_not_below_the_visibility_timeout_is_refused_
         "(here and on the workers)"
     )
     assert not (tmp_path / "out" / "run.json").exists()
+
+
+def test_ragscore_submit_refuses_a_max_seconds_per_question_not_below_the_visibility_timeout(
+    tmp_path: Path, home: Path
+) -> None:
+    """`ragscore submit` refuses it too, before it reaches the broker (a port nothing listens on here)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in questions(2)))
+    target = {"url": "http://127.0.0.1:9/ask", "max_seconds_per_question": 1000}
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["verbatim"], "target": target}))
+    env = {k: v for k, v in os.environ.items() if k != "RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT"}
+    env |= {"RAGSCORE_HOME": str(home), "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
+    with closed_port() as port:
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "submit", str(data), "--suite", str(tmp_path / "s.json"),
+             "--broker", f"redis://127.0.0.1:{port}/0"],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+        )  # fmt: skip
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2, said
+    assert ("Invalid suite: target.max_seconds_per_question=1000 is not below the broker's visibility timeout, "
+            "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s") in said, said  # fmt: skip
 
 
 def _run_while_down(rag: FakeRag, out: Path) -> Any:
