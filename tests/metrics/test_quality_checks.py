@@ -35,7 +35,7 @@ def test_an_empty_citation_pattern_drops_the_citation_check_as_the_docs_say() ->
     ("fields", "issues"),
     [
         ({"answer": "  "}, ["empty_answer"]),  # the answer checks are skipped for an empty answer
-        ({"contexts": []}, ["no_contexts"]),
+        ({"contexts": [], "retrieved_doc_ids": ["d1"]}, ["no_contexts"]),
         ({"answer": "Heavy rain."}, ["no_citation"]),
         ({"answer": "I was Unable to generate an answer [1]"}, ["fallback_phrase"]),
         ({"answer": "We could not find relevant information [2]."}, ["fallback_phrase"]),
@@ -43,9 +43,9 @@ def test_an_empty_citation_pattern_drops_the_citation_check_as_the_docs_say() ->
         ({"contexts": [{"text": "a", "score": 0.1}, {"text": "b", "score": 0.3}]}, ["low_retrieval_score"]),
         ({"question": "List the causes of the flood."}, ["list_not_formatted"]),
         ({"question": "What are the causes?", "answer": "Rain [1], wind [2]."}, ["list_not_formatted"]),
-        ({"answer": "", "contexts": []}, ["empty_answer", "no_contexts"]),
+        ({"answer": "", "contexts": [" "], "retrieved_doc_ids": ["d1"]}, ["empty_answer", "no_contexts"]),
         (
-            {"answer": "Sorry, no relevant information.", "contexts": []},
+            {"answer": "Sorry, no relevant information.", "contexts": [], "retrieved_doc_ids": ["d1"]},
             ["no_contexts", "no_citation", "fallback_phrase"],
         ),
     ],
