@@ -595,7 +595,7 @@ def estimate_run(
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.failures_said()
     estimate.warnings = [
         *scan.warnings(resolved.filled_fields(), asked=bool(resolved.targets)),
-        *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen),
+        *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen, scan.fields_empty),
         *(ids.lines() if ids is not None else []),
     ]
     estimate.notes = _retrieval_notes(resolved, ids)

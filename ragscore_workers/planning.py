@@ -111,22 +111,24 @@ class ResolvedSuite:
         """A tracker of the fields the targets' requests read, for the dataset scan (empty without targets)."""
         return UnseenRequestFields({t.name: t.request for t in self.targets})
 
-    def absent_field_warnings(self, fields_seen: set[str], columns_seen: set[str]) -> list[str]:
+    def absent_field_warnings(self, fields_seen: set[str], columns_seen: set[str], fields_empty: set[str]) -> list[str]:
         """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no
         row of the dataset has that field: a column named otherwise (``context``, ``retrieved_docs``) would
         otherwise score every row as if retrieval had found nothing. And one per requirement of some metrics
         (``MetricDef.requirements``: a field they need, or a group of which they need one) that no row meets: they
         would score nothing. A field the suite's targets fill (their ``response`` map names it) is no dataset column.
-        ``columns_seen``: the dataset's columns that are no row field (a hint names one that holds code)."""
+        ``columns_seen``: the dataset's columns that are no row field (a hint names one that holds code);
+        ``fields_empty``: the fields some row gives but none with a value (every ``contexts`` empty: no misnamed
+        column)."""
         fields_seen = self._with_filled(fields_seen)
         return [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
         ] + [
-            f"no row has {' or '.join(repr(f) for f in fields)}, which {', '.join(names)} "
+            f"{_absent(fields, fields_empty)}, which {', '.join(names)} "
             f"{agree(len(names), 'needs', 'need')}: {agree(len(names), 'it', 'they')} will score no item"
-            + _otherwise_named(fields, columns_seen)
+            + _otherwise_named(fields, columns_seen, fields_empty)
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
 
@@ -158,11 +160,12 @@ class ResolvedSuite:
                     needed.setdefault(fields, []).append(m.name)
         return needed
 
-    def pre_run_warnings(self, fields_seen: set[str], columns_seen: set[str]) -> list[str]:
+    def pre_run_warnings(self, fields_seen: set[str], columns_seen: set[str], fields_empty: set[str]) -> list[str]:
         """What is probably wrong with the suite for this dataset (said before a run and by ``--dry-run``): the
         absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code, and rows'
-        ``checks`` no metric scores. ``columns_seen``: the dataset's columns that are no row field."""
-        out = self.absent_field_warnings(fields_seen, columns_seen)
+        ``checks`` no metric scores. ``columns_seen``: the dataset's columns that are no row field; ``fields_empty``:
+        the fields some row gives but none with a value (``DatasetScan.fields_empty``)."""
+        out = self.absent_field_warnings(fields_seen, columns_seen, fields_empty)
         names = {m.name for m, _ in self.metrics}
         for _, params in self.metrics:
             if isinstance(params, CodeTestParams) and params.stdout is params.stdout_regex is params.test is None:
@@ -183,14 +186,23 @@ def _optional(fields: tuple[str, ...]) -> bool:
     return all(f in OPTIONAL_FIELDS for f in fields)
 
 
-def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str]) -> str:
+def _absent(fields: tuple[str, ...], fields_empty: set[str]) -> str:
+    """How an absent requirement's warning starts: no row has the fields, or, where rows give them but every one
+    empty (an LLM alone's ``contexts: []``), that they are."""
+    said = " or ".join(repr(f) for f in fields)
+    return f"every row's {said} is empty or absent" if fields_empty.issuperset(fields) else f"no row has {said}"
+
+
+def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_empty: set[str]) -> str:
     """How an absent requirement's warning ends: the dataset's column that holds code where ``code`` is wanted
-    (:func:`code_column_note`), else the question whether a column is named otherwise, after why that is no
-    failure for a field a system may lack by design (``OPTIONAL_FIELDS``) where other metrics score."""
+    (:func:`code_column_note`), else the question whether a column is named otherwise (not of fields rows give
+    empty: the column is there), after why that is no failure for a field a system may lack by design
+    (``OPTIONAL_FIELDS``) where other metrics score."""
     note = code_column_note(columns_seen) if "code" in fields else ""
+    misnamed = "" if fields_empty.issuperset(fields) else "; or is it a column named otherwise?"
     if _optional(fields):
         why = "; ".join(OPTIONAL_FIELDS[f] for f in fields)
-        return f" ({why}: no failure where other metrics score; or is it a column named otherwise?)"
+        return f" ({why}: no failure where other metrics score{misnamed})"
     return note or " (is it a column named otherwise?)"
 
 

@@ -261,6 +261,8 @@ class DatasetScan:
     #: Row fields some row gives a value (a null is none, as when absent; contexts without text too, :func:`_seen`;
     #: ``id`` always): only ``id`` means no metric will find anything to score.
     fields_seen: set[str] = field(default_factory=set)
+    #: Row fields some row gives a value, even one the metrics read as none (:func:`_given`: ``contexts: []``).
+    fields_given: set[str] = field(default_factory=set)
     #: Columns that are no row field, given text by some row (the first MAX_COLUMNS_SEEN): named in hints such
     #: as code_test's (``completion``: give it as ``code``).
     columns_seen: set[str] = field(default_factory=set)
@@ -274,6 +276,12 @@ class DatasetScan:
     target_marks: int = 0
     #: How its messages name the dataset and its rows (a JSON list's by their place in it, an object's by key).
     named: Named = field(default_factory=lambda: Named(""))
+
+    @property
+    def fields_empty(self) -> set[str]:
+        """Row fields some row gives but none with a value the metrics read (every ``contexts`` empty: an LLM
+        alone's), which no column named otherwise explains."""
+        return self.fields_given - self.fields_seen
 
     def failures_said(self) -> list[str]:
         """The first unreadable rows, each as ``line 3: why`` (``row 3 of the JSON list: why``, :meth:`Named.at`)."""
@@ -529,7 +537,9 @@ def scan_dataset(
             on_error(row)
             continue
         scan.rows += 1
-        scan.fields_seen |= {f for f in row.model_fields_set & ROW_FIELDS if _seen(row, f)}
+        given = {f for f in row.model_fields_set & ROW_FIELDS if _given(row, f)}
+        scan.fields_given |= given
+        scan.fields_seen |= {f for f in given if _seen(row, f)}
         if row.model_extra:
             scan.target_marks += TARGET_ERROR in row.model_extra
             _note_near_misses(row, scan.near_misses)
