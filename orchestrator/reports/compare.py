@@ -193,8 +193,9 @@ class Comparison:
     by_system: str | None = None
     #: Compared by system: systems with no namesake in the first run (shown, compared with nothing).
     alone: list[str] = field(default_factory=list)
-    #: Per output some system scored: the compared systems none of whose items has it (another suite): its
-    #: differences with them are not shown (:meth:`shown`), nor is its row of means (:meth:`only_in`).
+    #: Per output some compared system scored: the systems none of whose items has it (another suite; those compared
+    #: with nothing too, whose cell of the means says so): its differences with them are not shown (:meth:`shown`),
+    #: nor is its row of means where one system alone has it (:meth:`only_in`).
     unscored: dict[str, list[str]] = field(default_factory=dict)
     #: Per output some system scored: the compared systems whose items of it were all unscorable (no error; not all
     #: for lack of contexts, :attr:`inapplicable`): "no scored rows" in their cell of the means, and a gate failure.
@@ -217,7 +218,7 @@ class Comparison:
         """Per output some compared system's suite has no metric for: the compared systems whose suites have it."""
         compared = set(self.bases) | set(self.bases.values())
         return {name: [arm for arm in self.arms if arm in compared and arm not in lacking]
-                for name, lacking in self.unscored.items()}  # fmt: skip
+                for name, lacking in self.unscored.items() if compared.intersection(lacking)}  # fmt: skip
 
     def baseline_text(self) -> str:
         """What the others are compared with: ``arms[0]``, or each system's namesake in the first run."""
@@ -490,10 +491,11 @@ def unchecked_text(unchecked: list[str]) -> str:
 
 
 def _unscored(
-    counts: dict[str, dict[str, int]], arms: list[str], why: Callable[[str, str], bool]
+    counts: dict[str, dict[str, int]], arms: list[str], why: Callable[[str, str], bool], of: list[str] | None = None
 ) -> dict[str, list[str]]:
-    """Per output some of ``arms`` scored: those that scored no item of it, for which ``why(output, arm)``."""
-    said = {name: [arm for arm in arms if not per[arm] and why(name, arm)]
+    """Per output some of ``arms`` scored: those of ``of`` (default ``arms``) that scored no item of it, for which
+    ``why(output, arm)``."""
+    said = {name: [arm for arm in (of or arms) if not per[arm] and why(name, arm)]
             for name, per in counts.items() if any(per[arm] for arm in arms)}  # fmt: skip
     return {name: missing for name, missing in said.items() if missing}
 
@@ -633,7 +635,7 @@ def compare(
     def otherwise(name: str, arm: str) -> bool:
         return unscorable_only(name, arm) and not by_design(name, arm)
 
-    unscored, unscorable = _unscored(counts, kept, absent), _unscored(counts, kept, otherwise)
+    unscored, unscorable = _unscored(counts, kept, absent, of=arms), _unscored(counts, kept, otherwise)
     inapplicable = {name: lacking for name in outputs if (lacking := [
         arm for arm in kept if not counts[name][arm] and by_design(name, arm)])}  # fmt: skip
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,

@@ -745,6 +745,27 @@ def test_systems_without_a_namesake_are_said_from_the_cli(before_after: dict[str
     assert "Note: y, z: no system of the same name on the other side of the comparison" in said, result.stderr
 
 
+def test_a_system_compared_with_nothing_says_a_metric_its_suite_lacks_as_not_in_it(
+    two_runs: dict[str, Any], before_after: dict[str, Path], tmp_path: Path
+) -> None:
+    """Three runs by system, the third's z (no namesake in before) of a suite without checks: z's cell of checks'
+    means said "no scored rows", as if its rows could not be scored; it says its suite has no such metric, as the
+    cell of the third run's x (compared with before:x) does."""
+    rows = [{k: v for k, v in row.items() if k != "checks"}  # no checks metric: none to carry
+            for row in _system(_rows("C"), "x") + _system(_rows("C"), "z", prefix="z")]  # fmt: skip
+    later = evaluate(rows, {"metrics": ["exact_match"]}, broker=two_runs["broker"], out=tmp_path / "later")
+    runs = [str(before_after["before"]), str(before_after["after"]), str(later.out_dir)]
+    result = _cli(*runs, "--out", str(tmp_path / "cmp"))
+    assert result.returncode == 0, result.stderr
+    assert "z: no system of the same name" in " ".join(result.stderr.split()), result.stderr
+    md = (tmp_path / "cmp" / "compare.md").read_text(encoding="utf-8")
+    (checks,) = [line for line in md.splitlines() if line.startswith("| checks |") and "(n=" in line]
+    assert checks.count("not in its run's suite") == 2 and "no scored rows" not in checks, checks
+    assert "no scored rows" not in md
+    html = (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
+    assert "no scored rows" not in html and html.count("not in its run&#39;s suite") == 2
+
+
 def test_a_bare_system_name_is_a_baseline_for_every_system(before_after: dict[str, Path], tmp_path: Path) -> None:
     """``--baseline y`` was "none of the systems" (the labels are ``before:y``, ``after:y``): it names the first
     run's ``y``, and an explicit baseline keeps one baseline for every system."""
