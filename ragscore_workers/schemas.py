@@ -360,6 +360,12 @@ class Row(BaseModel):
         return any(c.text.strip() for c in self.contexts)
 
     @property
+    def retrieved_nothing(self) -> bool:
+        """Whether the row says its system retrieved nothing: ``retrieved_doc_ids: []`` (an LLM alone's rows). A row
+        without the field (absent or null) says nothing of its retrieval."""
+        return self.retrieved_doc_ids == []
+
+    @property
     def key(self) -> str:
         """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
         return item_key(self.system, self.id)

@@ -1,7 +1,7 @@
 """``quality_checks`` (Auto-Analyst): heuristic issues of a generated answer; 1.0 with none, else 0.0.
 
-Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts`` (``retrieved_doc_ids`` but no context
-with text: a row that retrieved nothing at all, an LLM alone's by design, is not checked); ``no_citation`` (no match of
+Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts`` (no context with text, unless the row
+says it retrieved nothing, ``Row.retrieved_nothing``: an LLM alone's, by design); ``no_citation`` (no match of
 ``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``); ``fallback_phrase`` (one of ``fallback_phrases``,
 case-insensitive, or a match of ``fallback_pattern``: by default a source that does not provide the information, or
 information that is not enough);
@@ -113,7 +113,7 @@ def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     details: dict[str, Any] = {}
     if not row.answer.strip():
         issues.append("empty_answer")
-    if not row.has_contexts and row.retrieved_doc_ids:  # retrieved nothing at all: by design (OPTIONAL_FIELDS)
+    if not row.has_contexts and not row.retrieved_nothing:  # unless none by design: an LLM alone (OPTIONAL_FIELDS)
         issues.append("no_contexts")
     if row.answer.strip():
         issues += _answer_issues(row.answer, row.question, params)

@@ -64,7 +64,7 @@ def test_three_cpu_metrics_end_to_end_in_embedded_mode(home: Path, tmp_path: Pat
     assert items["one"]["typed_answer"].details["matched"][0]["by"] == "synonym:automobile"
     assert items["fallback"]["quality_checks"].details["issues"] == [
         "no_citation", "fallback_phrase", "low_retrieval_score"]  # fmt: skip
-    assert items["empty"]["quality_checks"].details["issues"] == ["empty_answer"]  # no retrieval: no no_contexts
+    assert items["empty"]["quality_checks"].details["issues"] == ["empty_answer", "no_contexts"]
 
     typed = evaluation.summary.metrics["typed_answer"]
     assert (typed.n, typed.errors, typed.unscorable) == (7, 1, 2)
@@ -78,9 +78,8 @@ def test_rows_of_empty_or_blank_contexts_are_warned_of_before_the_run_and_have_n
     from ragscore_workers.errors import DatasetWarning
 
     quote = [{"source_index": 0, "quote": "Rain fell"}]
-    rows = [{"id": "empty", "answer": "It rained [1].", "contexts": [], "citations": quote, "retrieved_doc_ids": ["d"]},
-            {"id": "blank", "answer": "It rained [1].", "contexts": ["", " \n"], "citations": quote,
-             "retrieved_doc_ids": ["d"]}]  # fmt: skip
+    rows = [{"id": "empty", "answer": "It rained [1].", "contexts": [], "citations": quote},
+            {"id": "blank", "answer": "It rained [1].", "contexts": ["", " \n"], "citations": quote}]  # fmt: skip
     with pytest.warns(DatasetWarning, match="every row's 'contexts' is empty or absent, which verbatim needs") as said:
         evaluation = evaluate(rows, {"metrics": ["verbatim", "quality_checks"]}, out=tmp_path / "out")
     warned = [str(w.message) for w in said if issubclass(w.category, DatasetWarning) and "'contexts'" in str(w.message)]
@@ -94,18 +93,22 @@ def test_rows_of_empty_or_blank_contexts_are_warned_of_before_the_run_and_have_n
 def test_an_llm_only_systems_rows_are_not_flagged_no_contexts_and_a_rag_row_without_texts_is(
     home: Path, tmp_path: Path
 ) -> None:
-    """A system that retrieves nothing by design (no contexts, no retrieved_doc_ids) is not penalised for what it is
-    (OPTIONAL_FIELDS); a row that retrieved ids but has no context text still has the issue."""
+    """A system whose rows say it retrieves nothing (``retrieved_doc_ids: []``) is not penalised for what it is
+    (OPTIONAL_FIELDS); a row that retrieved ids but has no context text still has the issue, and so has a row
+    without contexts that says nothing of its retrieval (an Auto-Analyst dataset's: no ``retrieved_doc_ids``)."""
     answer = "Heavy rain [1]."
     rows = [
-        {"id": "q1", "system": "llm", "answer": answer, "contexts": []},
-        {"id": "q2", "system": "llm", "answer": answer, "contexts": [], "retrieved_doc_ids": []},
+        {"id": "q1", "system": "llm", "answer": answer, "contexts": [], "retrieved_doc_ids": []},
+        {"id": "q2", "system": "llm", "answer": answer, "retrieved_doc_ids": []},
         {"id": "q1", "system": "rag", "answer": answer, "contexts": [{"text": "rain", "score": 0.9}],
          "retrieved_doc_ids": ["d1"]},
         {"id": "q2", "system": "rag", "answer": answer, "contexts": [" "], "retrieved_doc_ids": ["d2"]},
+        {"id": "q1", "system": "aa", "answer": answer, "contexts": []},
+        {"id": "q2", "system": "aa", "answer": answer, "contexts": [{"text": "rain", "score": 0.9}]},
     ]  # fmt: skip
     evaluation = evaluate(rows, {"metrics": ["quality_checks"]}, out=tmp_path / "out")
     issues = {(item.system, item.id): item.metrics["quality_checks"].details["issues"] for item in evaluation.items}
-    assert issues == {("llm", "q1"): [], ("llm", "q2"): [], ("rag", "q1"): [], ("rag", "q2"): ["no_contexts"]}
-    by_system = evaluation.summary.by_system
-    assert by_system["llm"]["quality_checks"].mean == 1.0 and by_system["rag"]["quality_checks"].mean == 0.5
+    assert issues == {("llm", "q1"): [], ("llm", "q2"): [], ("rag", "q1"): [], ("rag", "q2"): ["no_contexts"],
+                      ("aa", "q1"): ["no_contexts"], ("aa", "q2"): []}  # fmt: skip
+    means = {system: metrics["quality_checks"].mean for system, metrics in evaluation.summary.by_system.items()}
+    assert means == {"llm": 1.0, "rag": 0.5, "aa": 0.5}

@@ -35,7 +35,7 @@ def test_an_empty_citation_pattern_drops_the_citation_check_as_the_docs_say() ->
     ("fields", "issues"),
     [
         ({"answer": "  "}, ["empty_answer"]),  # the answer checks are skipped for an empty answer
-        ({"contexts": [], "retrieved_doc_ids": ["d1"]}, ["no_contexts"]),
+        ({"contexts": []}, ["no_contexts"]),
         ({"answer": "Heavy rain."}, ["no_citation"]),
         ({"answer": "I was Unable to generate an answer [1]"}, ["fallback_phrase"]),
         ({"answer": "We could not find relevant information [2]."}, ["fallback_phrase"]),
@@ -43,9 +43,9 @@ def test_an_empty_citation_pattern_drops_the_citation_check_as_the_docs_say() ->
         ({"contexts": [{"text": "a", "score": 0.1}, {"text": "b", "score": 0.3}]}, ["low_retrieval_score"]),
         ({"question": "List the causes of the flood."}, ["list_not_formatted"]),
         ({"question": "What are the causes?", "answer": "Rain [1], wind [2]."}, ["list_not_formatted"]),
-        ({"answer": "", "contexts": [" "], "retrieved_doc_ids": ["d1"]}, ["empty_answer", "no_contexts"]),
+        ({"answer": "", "contexts": []}, ["empty_answer", "no_contexts"]),
         (
-            {"answer": "Sorry, no relevant information.", "contexts": [], "retrieved_doc_ids": ["d1"]},
+            {"answer": "Sorry, no relevant information.", "contexts": []},
             ["no_contexts", "no_citation", "fallback_phrase"],
         ),
     ],
@@ -53,6 +53,21 @@ def test_an_empty_citation_pattern_drops_the_citation_check_as_the_docs_say() ->
 def test_each_issue_is_detected_and_scores_zero(fields: dict[str, Any], issues: list[str]) -> None:
     result = _run(**fields)
     assert result.details["issues"] == issues and result.score == 0.0 and result.passed is False
+
+
+@pytest.mark.parametrize(
+    ("fields", "issues"),
+    [
+        ({"contexts": [], "retrieved_doc_ids": []}, []),  # an LLM alone's row: it says it retrieved nothing
+        ({"contexts": [" "], "retrieved_doc_ids": []}, []),
+        ({"contexts": [], "retrieved_doc_ids": None}, ["no_contexts"]),  # null: absent, as in Auto-Analyst's rows
+        ({"contexts": [" "], "retrieved_doc_ids": ["d1"]}, ["no_contexts"]),  # ids retrieved, no text
+    ],
+)
+def test_no_contexts_spares_only_a_row_saying_it_retrieved_nothing(fields: dict[str, Any], issues: list[str]) -> None:
+    """A system that retrieves nothing by design gives ``retrieved_doc_ids: []`` and is not flagged for what it is;
+    a row without the field says nothing of its retrieval and keeps the issue (DESIGN.md §3.4)."""
+    assert _run(**fields).details["issues"] == issues
 
 
 @pytest.mark.parametrize("answer", ["Rain [1][2].", "Rain [1, 2].", "Rain [1,3].", "Rain [1-3].", "Rain [2–4]."])
