@@ -96,8 +96,9 @@ def _diff_rows(c: Comparison) -> list[dict[str, object]]:
 def _wins_table(c: Comparison) -> tuple[str, list[str], list[list[str]]]:
     """The wins' heading, columns and rows: a column per system, or compared by system a row per output and pair
     that names it (``before:x → after:x``), its baseline's wins then its system's; not an output of another suite that
-    no question was contested on (as :meth:`~.compare.Comparison.shown`)."""
-    contested = [w for w in c.wins if w["questions"] or w["metric"] not in c.unscored]
+    no question was contested on: a system of the row lacks it (as :meth:`~.compare.Comparison.shown`), not one
+    compared with nothing."""
+    contested = [w for w in c.wins if w["questions"] or not set(w["wins"]) & set(c.unscored.get(w["metric"], ()))]
     if c.by_system is None:
         columns = ["metric", *c.arms, "ties", "questions"]
         rows = [[w["metric"], *(thousands(w["wins"][a]) for a in c.arms), thousands(w["ties"]),

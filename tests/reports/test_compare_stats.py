@@ -137,3 +137,19 @@ def test_scores_apart_by_float_noise_tie_for_the_win() -> None:
     assert wins(np.array([[0.5, 0.5 - 1.2e-7], [0.5, 0.4], [0.3, 0.3 + 1.2e-7]])) == ([1, 0], 2, 3)
     # The tolerance is absolute, not relative: counts and latencies one unit apart are never tied, however large.
     assert wins(np.array([[2_000_000.0, 2_000_001.0], [1234.5, 1234.501]]), higher_better=False) == ([2, 0], 0, 2)
+
+
+def test_a_pair_keeps_its_wins_row_where_only_a_system_compared_with_nothing_lacks_the_metric() -> None:
+    """``unscored`` names a system compared with nothing whose suite lacks an output (its cell of the means says so):
+    the wins row of a pair that both scored it, none contested, is still shown, as its difference is."""
+    from orchestrator.reports.compare import Comparison
+    from orchestrator.reports.compare_view import render_compare_markdown
+
+    pair = ("before:x", "after:x")
+    c = Comparison(arms=[*pair, "after:z"], metrics=["m"], means={"m": {"before:x": 0.5, "after:x": 0.6,
+                   "after:z": None}}, counts={"m": {"before:x": 2, "after:x": 2, "after:z": 0}}, differences=[],
+                   wins=[{"metric": "m", "wins": dict.fromkeys(pair, 0), "ties": 0, "questions": 0, "pair": pair}],
+                   by_system="system", alone=["after:z"], bases={"after:x": "before:x"},
+                   unscored={"m": ["after:z"]})  # fmt: skip
+    wins = render_compare_markdown(c).split("## Wins per pair")[1]
+    assert "| m | before:x → after:x | 0 | 0 | 0 | 0 |" in wins, wins
