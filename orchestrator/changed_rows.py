@@ -104,7 +104,7 @@ class Changes:
         return listed(parts, MAX_SHARDS_NAMED, sep="; ", more="changed shard")
 
 
-class Comparison:
+class RowsCompared:
     """A dataset's rows, read a shard at a time (:meth:`read`), against the run's (``run``): what :meth:`end` says of
     them. A row not the run's next is one inserted where the run has no such row, or has it before (a row given twice
     or moved back), or where the run's next row is still to come in the shard (a row moved ahead), or where the shard's

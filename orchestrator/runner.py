@@ -73,7 +73,7 @@ from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggr
 from . import queues as queue_checks
 from .atomic_file import make_out_dir, said_os_error, write_text_atomic
 from .caller import CLI, Caller
-from .changed_rows import Comparison, RunRows
+from .changed_rows import RowsCompared, RunRows
 from .connection import check_queues, connect, connect_lane, eviction_warnings
 from .datasets import (
     READER_VERSION,
@@ -727,10 +727,10 @@ def _unlike_submitted(
     ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
 ) -> tuple[str, bool] | None:  # fmt: skip
     """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): each changed
-    shard and where (:class:`~orchestrator.changed_rows.Comparison`), and whether it is only their content (the same
+    shard and where (:class:`~orchestrator.changed_rows.RowsCompared`), and whether it is only their content (the same
     ids); None where they are the same."""
     n_shards = int(meta["n_shards"]) if "n_shards" in meta else None
-    compare: Comparison | None = None
+    compare: RowsCompared | None = None
 
     def edited(index: int, rows: list[Row]) -> bool:
         return (recorded := meta.get(f"digest:{index}")) is not None and recorded != shard_digest(rows)
@@ -745,7 +745,7 @@ def _unlike_submitted(
         keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
         per_row = len(keys) // len(rows)
         if compare is None:
-            compare = Comparison(RunRows(item_keys, shard_rows, n_shards, per_row), edited)
+            compare = RowsCompared(RunRows(item_keys, shard_rows, n_shards, per_row), edited)
         compare.read(index, lines, rows, [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)])
     if compare is None:
         return ("it has a different number of rows", False) if n_shards else None
