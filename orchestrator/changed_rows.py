@@ -1,17 +1,23 @@
 """Where a dataset's rows differ from a run's submitted ones, as a resume's refusal says it: each changed shard (up to
 MAX_SHARDS_NAMED, the rest counted) with every change found there (MAX_ROWS_NAMED of them told over all shards, the
-rest counted). Rows inserted or removed, at any distance, move every later row by as many: the rows after them are
+rest counted). A row of the run's read elsewhere is told moved (to its line), not as a row removed and one inserted.
+Rows inserted or removed, at any distance, move every later row by as many: the rows after them are
 compared with the run's moved so, and each run shard whose rows are all read, moved or not, has its content checked
 against its digest.
 
 Cost: nothing beyond the shard-by-shard compare while the rows are the run's in their places; from the first row out of
 its place, one read of the run's item keys into a dict (one entry a run row: the bound on memory), then one lookup a
-row read, whatever the distance to where the row is in the run."""
+row read, whatever the distance to where the row is in the run. The changes are told once every row is read (a row
+told inserted may turn out moved): each row read out of its place that the run has is kept until then (its line and
+place), the others counted."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from ragscore_workers.counts import counted, listed, noun
@@ -104,13 +110,44 @@ class Changes:
         return listed(parts, MAX_SHARDS_NAMED, sep="; ", more="changed shard")
 
 
+@dataclass
+class _Found:
+    """A change found in the dataset's shard ``shard``, told once every row is read (a row it names inserted, or a run's
+    row it names removed, may be found moved): rows read out of their place (``rows``: those the run has, each its
+    line and its place in the run; of the others, how many and their first and last lines), in place of the run's rows
+    ``removed`` (None: rows inserted), which were removed before ``line`` where no row is read in their place."""
+
+    shard: int
+    rows: list[tuple[int, int]] = field(default_factory=list)
+    new: int = 0
+    first: int = 0
+    last: int = 0
+    removed: range | None = None
+    line: int = 0
+
+    def add(self, line: int, place: int | None) -> None:
+        """One more row read out of its place, from ``line`` (``place``: where the run has it; None: it has not)."""
+        if place is not None:
+            self.rows.append((line, place))
+            return
+        self.first = self.first if self.new else line
+        self.last, self.new = line, self.new + 1
+
+    def lines(self, moved: dict[int, int]) -> tuple[int, int, int]:
+        """How many of its rows were not ``moved`` (by line), and the first and last line of those."""
+        kept = [line for line, _ in self.rows if line not in moved]
+        ends = [*kept, self.first, self.last] if self.new else kept
+        return len(kept) + self.new, min(ends, default=0), max(ends, default=0)
+
+
 class RowsCompared:
     """A dataset's rows, read a shard at a time (:meth:`read`), against the run's (``run``): what :meth:`end` says of
     them. A row not the run's next is one inserted where the run has no such row, or has it before (a row given twice
     or moved back), or where the run's next row is still to come in the shard (a row moved ahead), or where the shard's
     next row is one the run has before it (a row moved back from afar, two rows far apart swapped); else the run's rows
-    up to it were removed. ``edited(shard, rows)``: whether the run's shard ``shard``, its rows all read (``rows``),
-    reads otherwise than it was submitted (its digest)."""
+    up to it were removed. A row read as inserted (or past the run's end) that is one of the run's rows read as removed
+    is told moved. ``edited(shard, rows)``: whether the run's shard ``shard``, its rows all read (``rows``), reads
+    otherwise than it was submitted (its digest)."""
 
     def __init__(self, run: RunRows, edited: Callable[[int, list[Any]], bool]) -> None:
         self.run, self.edited, self.changes = run, edited, Changes()
@@ -118,9 +155,9 @@ class RowsCompared:
         self.size = run.count()
         self.shard, self.line = 0, 0  # the dataset's shard being read, and the last line read
         self.read_by_shard: dict[int, list[tuple[int, int, Any]]] = {}  # run shard -> (shard, line, row) read so far
-        self.inserted: list[int] = []  # the lines of the rows inserted in a row, not yet told
-        self.more: tuple[int, int] | None = None  # the shard and line of the first row after the run's end
-        self.more_rows = 0
+        self.inserted: _Found | None = None  # the rows inserted in a row, not yet found
+        self.found: list[_Found | tuple[int, str, str]] = []  # in order; a change of content as (shard, where, what)
+        self.more: _Found | None = None  # the rows after the run's end
 
     def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
         """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
@@ -133,20 +170,27 @@ class RowsCompared:
             for j, keys in enumerate(mine):
                 after = mine[j + 1] if j + 1 < len(mine) else None
                 self._row(keys, lines[j], rows[j], lambda expected, j=j: last.get(expected, -1) > j, after)
-        self._tell_inserted()
+        self._found_inserted()
         self._settle(self.at // self.run.shard_rows)
 
     def end(self) -> Changes:
         """The changes found, the rows missing at the dataset's end with them."""
-        self._tell_inserted()
+        self._found_inserted()
         self._settle(None)
         if self.more is not None:
-            shard, line = self.more
-            more = counted(self.more_rows, "row")
-            self.changes.add(shard, f"from line {line} on: {more} more than the run had there")
+            self.found.append(self.more)
         if self.size is not None and (missing := self.size - self.at) > 0:
-            self.changes.add(self.shard, f"ending at line {self.line}: {counted(missing, 'row')} fewer than the run "
-                             "had there")  # fmt: skip
+            self.found.append((self.shard, f"ending at line {self.line}: {counted(missing, 'row')} fewer than the run "
+                               "had there", OTHER_IDS))  # fmt: skip
+        moved = self._moved()
+        taken = set(moved.values())
+        for found in self.found:
+            if isinstance(found, tuple):
+                self.changes.add(*found)
+            elif found is self.more:
+                self._tell_more(found, moved)
+            else:
+                self._tell(found, moved, taken)
         return self.changes
 
     def _row(self, keys: Keys, line: int, row: Any, coming: Callable[[Keys], bool], after: Keys | None) -> None:
@@ -154,35 +198,88 @@ class RowsCompared:
         next row, None after its last)."""
         expected = self.run.row(self.at)
         if keys == expected:
-            self._tell_inserted()
+            self._found_inserted()
             self._take(self.at, line, row)
         elif expected is None and self.size is not None:  # past the run's end
-            self.more = self.more or (self.shard, line)
-            self.more_rows += 1
+            self.more = self.more or _Found(self.shard)
+            self.more.add(line, self.run.place(keys))
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
-            self.inserted.append(line)
+            self._insert(line, place)
         elif after is not None and (next_place := self.run.place(after)) is not None and self.at <= next_place < place:
-            self.inserted.append(line)  # moved back from afar: the next row is one the run has before it
+            self._insert(line, place)  # moved back from afar: the next row is one the run has before it
         else:
-            self._tell_removed(place, line)
+            self._found_removed(place, line)
             self._take(place, line, row)
 
-    def _tell_removed(self, upto: int, line: int) -> None:
-        """Tell the run's rows from the next one expected up to ``upto`` removed before ``line``, or, where as many
-        rows were inserted just before it, those rows in their place (rows renamed)."""
-        if len(lines := self.inserted) == upto - self.at:
-            self.inserted = []
-            where = f"line {lines[0]} holds another row" if len(lines) == 1 else f"lines {_span(lines)} hold other rows"
-            self.changes.add(self.shard, f"{where} in place of {self._removed(upto)}")
-        else:
-            self._tell_inserted()
-            self.changes.add(self.shard, f"{self._removed(upto)} removed before line {line}")
+    def _insert(self, line: int, place: int | None) -> None:
+        """The row read from ``line`` (the run's row ``place``, None where it has no such row) is inserted."""
+        self.inserted = self.inserted or _Found(self.shard)
+        self.inserted.add(line, place)
 
-    def _removed(self, upto: int) -> str:
-        """``the run's rows 'q150', 'q151' and 3 more``: its rows from the next one expected up to ``upto``, each by
-        its id (a target run's too, not by its first target's item key)."""
-        n = upto - self.at
-        shown = [self.run.row(at) for at in range(self.at, self.at + min(n, MAX_ROWS_NAMED))]
+    def _found_removed(self, upto: int, line: int) -> None:
+        """The run's rows from the next one expected up to ``upto`` removed before ``line``, the rows inserted just
+        before it with them (told in their place where as many: rows renamed)."""
+        found, self.inserted = self.inserted or _Found(self.shard), None
+        found.removed, found.line = range(self.at, upto), line
+        self.found.append(found)
+
+    def _found_inserted(self) -> None:
+        """The rows inserted in a row, if any, found."""
+        if self.inserted is not None:
+            self.found.append(self.inserted)
+            self.inserted = None
+
+    def _moved(self) -> dict[int, int]:
+        """The run's rows found moved, each its place in the run by the line it was read from: a row read out of its
+        place (the first such, of a row given twice) that is one of the run's rows found removed."""
+        removed = [found.removed for found in self.found if isinstance(found, _Found) and found.removed]
+        starts = [span.start for span in removed]
+        moved: dict[int, int] = {}  # line -> place
+        places: set[int] = set()
+        for found in self.found:
+            for line, place in found.rows if isinstance(found, _Found) else []:
+                if place in places or (i := bisect_right(starts, place) - 1) < 0:
+                    continue
+                if place in removed[i]:
+                    moved[line] = place
+                    places.add(place)
+        return moved
+
+    def _tell(self, found: _Found, moved: dict[int, int], taken: set[int]) -> None:
+        """Tell ``found``, less its rows ``moved`` (line -> the run's place; ``taken``: those places), each told moved
+        where it was read."""
+        n, first, last = found.lines(moved)
+        removed = found.removed or range(0)
+        gone = len(removed) - sum(place in removed for place in taken)
+        named = self._named(list(islice((at for at in removed if at not in taken), MAX_ROWS_NAMED)), gone)
+        if n and n == gone:
+            where = f"line {first} holds another row" if n == 1 else f"lines {first}-{last} hold other rows"
+            self.changes.add(found.shard, f"{where} in place of {named}")
+        else:
+            if n:
+                self.changes.add(found.shard, f"{counted(n, 'row')} inserted at {_lines(n, first, last)}")
+            if gone:
+                self.changes.add(found.shard, f"{named} removed before line {found.line}")
+        self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
+
+    def _tell_more(self, found: _Found, moved: dict[int, int]) -> None:
+        """Tell the rows past the run's end (``found``), less those ``moved`` (line -> the run's place) there."""
+        n, first, _ = found.lines(moved)
+        if n:
+            self.changes.add(found.shard, f"from line {first} on: {counted(n, 'row')} more than the run had there")
+        self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
+
+    def _tell_moved(self, shard: int, rows: list[tuple[int, int]]) -> None:
+        """Tell the run's ``rows`` (line, the run's place) moved to their lines (read in ``shard``)."""
+        if rows:
+            where = _lines(len(rows), rows[0][0], rows[-1][0])
+            self.changes.add(shard, f"{self._named([place for _, place in rows[:MAX_ROWS_NAMED]], len(rows))} moved to "
+                             f"{where}")  # fmt: skip
+
+    def _named(self, places: list[int], n: int) -> str:
+        """``the run's rows 'q150', 'q151' and 3 more``: ``n`` of the run's rows, the first at ``places``, each by its
+        id (a target run's too, not by its first target's item key)."""
+        shown = [self.run.row(at) for at in places[:MAX_ROWS_NAMED]]
         names = [repr(split_key(row[0])[1]) for row in shown if row]
         return f"the run's {noun(n, 'row')} {listed(names, MAX_ROWS_NAMED, total=n)}"
 
@@ -191,23 +288,16 @@ class RowsCompared:
         self.at = at + 1
         self.read_by_shard.setdefault(at // self.run.shard_rows, []).append((self.shard, line, row))
 
-    def _tell_inserted(self) -> None:
-        """Tell the rows inserted in a row, if any."""
-        if lines := self.inserted:
-            where = f"line {lines[0]}" if len(lines) == 1 else f"lines {_span(lines)}"
-            self.changes.add(self.shard, f"{counted(len(lines), 'row')} inserted at {where}")
-            self.inserted = []
-
     def _settle(self, before: int | None) -> None:
         """Check the content of each run shard before ``before`` (every one where None) whose rows were all read."""
         for index in [i for i in self.read_by_shard if before is None or i < before]:
             read = self.read_by_shard.pop(index)
             if len(read) == len(self.run.rows(index)) and self.edited(index, [row for _, _, row in read]):
-                self.changes.add(read[0][0], f"in lines {read[0][1]}-{read[-1][1]} (which of its "
-                                 f"{counted(len(read), 'row')} reads otherwise cannot be told: the run recorded a "
-                                 "digest of each shard, not of each row)", OTHER_CONTENT)  # fmt: skip
+                self.found.append((read[0][0], f"in lines {read[0][1]}-{read[-1][1]} (which of its "
+                                   f"{counted(len(read), 'row')} reads otherwise cannot be told: the run recorded a "
+                                   "digest of each shard, not of each row)", OTHER_CONTENT))  # fmt: skip
 
 
-def _span(lines: list[int]) -> str:
-    """``4-6``: the lines from the first of ``lines`` to the last."""
-    return f"{lines[0]}-{lines[-1]}"
+def _lines(n: int, first: int, last: int) -> str:
+    """``line 4`` or ``lines 4-6``: where ``n`` rows are, from the ``first`` line to the ``last``."""
+    return f"line {first}" if n == 1 else f"lines {first}-{last}"

@@ -237,8 +237,8 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
         ):
             resume(store, sub.run_id)
         write_jsonl(data, [*rows[:120], {**rows[120], "id": "renamed"}, rows[122], rows[121], *rows[123:]])
-        said = ("shard 1: other ids or order, 2 rows inserted at lines 121-122, the run's row 'q120' removed before "
-                "line 123, the run's row 'q122' removed before line 124)")  # fmt: skip
+        said = ("shard 1: other ids or order, line 121 holds another row in place of the run's row 'q120', the run's "
+                "row 'q122' moved to line 122)")  # fmt: skip
         with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
         # A row inserted or removed mid-shard moves the shard's later rows: not counted as 50 rows not the run's.
@@ -315,15 +315,43 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
         moved = "(shard 1: other ids or order, the run's rows 'q30', 'q31', 'q32' and 47 more removed before line 31; "
         with pytest.raises(DatasetError, match=re.escape(moved + "shard 5:")):
             resume(store, sub.run_id)
-        # Two rows far apart swapped: each line holds the other's row, not the 145 rows between them removed and
+        # Two rows far apart swapped: each told moved to the other's line, not the 145 rows between them removed and
         # inserted again (every later shard named).
         write_jsonl(data, [*rows[:5], rows[150], *rows[6:150], rows[5], *rows[151:]])
         swapped = (
-            "(shard 0: other ids or order, line 6 holds another row in place of the run's row 'q5'; shard 7: "
-            "other ids or order, line 151 holds another row in place of the run's row 'q150'); start a new run"
+            "(shard 0: other ids or order, the run's row 'q150' moved to line 6; shard 7: other ids or order, the "
+            "run's row 'q5' moved to line 151); start a new run"
         )
         with pytest.raises(DatasetError, match=re.escape(swapped)):
             resume(store, sub.run_id)
+        assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
+
+
+def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_such(tmp_path: Path) -> None:
+    """Two adjacent rows swapped read as a row inserted and one removed, a row moved to the end as one removed and one
+    more than the run had: a row read out of its place that is one of the run's rows read as removed is told moved, to
+    its line; a block moved is told as one change, and a real insert or removal keeps its own wording."""
+    with _submitted(tmp_path, 50, seed=2, shard_rows=20) as (store, sub, _):  # no worker: the run stays running
+        rows, data = make_rows(50, seed=2), tmp_path / "d.jsonl"
+        cases = [  # what the file holds, what the refusal says
+            ([*rows[:21], rows[22], rows[21], *rows[23:]], "(shard 1: other ids or order, the run's row 'q22' moved to "
+             "line 22)"),  # adjacent rows swapped
+            ([*rows[:7], *rows[8:], rows[7]], "(shard 2: other ids or order, the run's row 'q7' moved to line 50)"),
+            ([*rows[:5], rows[45], *rows[6:45], rows[5], *rows[46:]], "(shard 0: other ids or order, the run's row "
+             "'q45' moved to line 6; shard 2: other ids or order, the run's row 'q5' moved to line 46)"),  # far apart
+            ([*rows[:10], *rows[15:], *rows[10:15]], "(shard 2: other ids or order, the run's rows 'q10', 'q11', 'q12' "
+             "and 2 more moved to lines 46-50)"),  # a block moved to the end: one change
+            ([*rows[:10], {**rows[0], "id": "new"}, *rows[10:]], "(shard 0: other ids or order, 1 row inserted at line "
+             "11)"),
+            ([*rows[:10], *rows[11:]], "(shard 0: other ids or order, the run's row 'q10' removed before line 11)"),
+            # a row moved and another removed: each its own wording
+            ([*rows[:3], rows[30], *rows[3:30], *rows[32:]], "(shard 0: other ids or order, the run's row 'q30' moved "
+             "to line 4; shard 1: other ids or order, the run's row 'q31' removed before line 32)"),
+        ]  # fmt: skip
+        for written, said in cases:
+            write_jsonl(data, written)
+            with pytest.raises(DatasetError, match=re.escape(said)):
+                resume(store, sub.run_id)
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
 
 
