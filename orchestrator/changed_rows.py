@@ -1,9 +1,10 @@
 """Where a dataset's rows differ from a run's submitted ones, as a resume's refusal says it: each changed shard (up to
 MAX_SHARDS_NAMED, the rest counted) with every change found there (MAX_ROWS_NAMED of them told over all shards, the
 rest counted). A row of the run's read elsewhere is told moved (to its line), not as a row removed and one inserted.
-Rows inserted or removed, at any distance, move every later row by as many: the rows after them are
-compared with the run's moved so, and each run shard whose rows are all read, moved or not, has its content checked
-against its digest.
+Rows inserted or removed, at any distance, move every later row by as many: the rows after them are compared with the
+run's moved so, and each run shard whose rows are all read, moved or not, has its content checked against its digest.
+A run whose submission was cut off is compared up to the last row it sent (its last shard read whole wherever its rows
+moved); the rows it never sent are not compared (the resume sends them).
 
 Cost: nothing beyond the shard-by-shard compare while the rows are the run's in their places; from the first row out of
 its place, one read of the run's item keys into a dict (one entry a run row: the bound on memory), then one lookup a
@@ -69,12 +70,20 @@ class RunRows:
                 shard += 1
         return self._places.get(row)
 
-    def count(self) -> int | None:
-        """How many rows the run holds (its last shard read, not every one); None where it is not known (a submission
-        cut off)."""
-        if self.n_shards is None:
-            return None
-        return (self.n_shards - 1) * self.shard_rows + len(self.rows(self.n_shards - 1)) if self.n_shards else 0
+    @property
+    def cut_off(self) -> bool:
+        """Whether the run's submission was cut off: it holds the shards sent before, the later rows were never sent."""
+        return self.n_shards is None
+
+    def count(self) -> int:
+        """How many rows the run holds (its last shard read, not every one; a submission cut off: every shard it sent,
+        up to the first it never reached)."""
+        shards = self.n_shards
+        if shards is None:
+            shards = 0
+            while self._rows(shards):
+                shards += 1
+        return (shards - 1) * self.shard_rows + len(self.rows(shards - 1)) if shards else 0
 
 
 class Changes:
@@ -179,7 +188,7 @@ class RowsCompared:
         self._settle(None)
         if self.more is not None:
             self.found.append(self.more)
-        if self.size is not None and (missing := self.size - self.at) > 0:
+        if (missing := self.size - self.at) > 0:
             self.found.append((self.shard, f"ending at line {self.line}: {counted(missing, 'row')} fewer than the run "
                                "had there", OTHER_IDS))  # fmt: skip
         moved = self._moved()
@@ -200,7 +209,9 @@ class RowsCompared:
         if keys == expected:
             self._found_inserted()
             self._take(self.at, line, row)
-        elif expected is None and self.size is not None:  # past the run's end
+        elif expected is None:  # past the run's end: a cut-off submission's rows never sent, not compared
+            if self.run.cut_off:
+                return
             self.more = self.more or _Found(self.shard)
             self.more.add(line, self.run.place(keys))
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):

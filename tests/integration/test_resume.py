@@ -142,6 +142,49 @@ def test_a_submission_cut_off_is_cancelled_and_resume_submits_the_rest(tmp_path:
     assert store.progress(run_id)["done"] == 50 * 4, "every output exactly once"
 
 
+def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check of a run whose submission was cut off (Ctrl-C after two of its three shards were sent) skipped every
+    shard of the dataset the submission never reached: a row inserted in the last shard sent moved that shard's last
+    row there, so the shard was only partly read and its digest never checked, and a row edited in it went unsaid;
+    rows missing from it were refused only later, as '(shard 1)'. The check now reads on to the end of what was sent:
+    the edit and the rows missing are told, and the rows never sent are not compared (the resume sends them)."""
+    from orchestrator import runner
+
+    monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # said at each shard sent: the Ctrl-C comes after the second
+
+    def interrupted(text: str) -> None:
+        if text.startswith("sent 40 of"):
+            raise KeyboardInterrupt
+
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        rows = make_rows(50, seed=6)
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+        with pytest.raises(KeyboardInterrupt):
+            submit(data, load_suite(SUITE), store, shard_rows=20, say=interrupted)
+        (run_id,) = store.list_runs()
+        assert store.shard_keys(run_id, 1) and not store.shard_keys(run_id, 2)  # shards 0 and 1 sent, whole
+        edited = [dict(r) for r in rows]
+        edited[25]["answer"] = "a completely different answer"
+        write_jsonl(data, [*edited[:38], {**rows[0], "id": "inserted"}, *edited[38:]])
+        said = ("(shard 1: other ids or order, 1 row inserted at line 39; the same ids with other content, in lines "
+                "21-41 (which of its 20 rows reads otherwise")  # fmt: skip
+        with pytest.raises(DatasetError, match=re.escape(said)):
+            resume(store, run_id)
+        write_jsonl(data, rows[:35])
+        with pytest.raises(DatasetError, match=re.escape("(shard 1: other ids or order, ending at line 35: 5 rows "
+                                                         "fewer than the run had there)")):  # fmt: skip
+            resume(store, run_id)
+        assert store.generation(run_id) == 0  # refused before anything changed
+        write_jsonl(data, [*rows, {**rows[0], "id": "appended"}])  # rows never sent: sent by the resume
+        assert resume(store, run_id).items == 51
+    finally:
+        server.stop()
+
+
 def test_a_resume_that_fails_leaves_the_run_as_it_was(tmp_path: Path, cluster: str) -> None:
     """A changed dataset refuses the resume; the run keeps its state (not "submitting" for ever)."""
     store = connect(cluster)
