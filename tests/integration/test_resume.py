@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -370,6 +371,16 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
         assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
 
 
+def _each_refused(store: RunStore, run_id: str, data: Path, cases: list[tuple[list[dict[str, Any]], str]]) -> None:
+    """Each case's rows written to ``data``, the resume of ``run_id`` is refused saying its text, and changes nothing:
+    the run stays running, its generation 0."""
+    for written, said in cases:
+        write_jsonl(data, written)
+        with pytest.raises(DatasetError, match=re.escape(said)):
+            resume(store, run_id)
+    assert store.state(run_id) == RunState.RUNNING and store.generation(run_id) == 0
+
+
 def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_such(tmp_path: Path) -> None:
     """Two adjacent rows swapped read as a row inserted and one removed, a row moved to the end as one removed and one
     more than the run had: a row read out of its place that is one of the run's rows read as removed is told moved, to
@@ -391,11 +402,7 @@ def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_suc
             ([*rows[:3], rows[30], *rows[3:30], *rows[32:]], "(shard 0: other ids or order, the run's row 'q30' moved "
              "to line 4; shard 1: other ids or order, the run's row 'q31' removed before line 32)"),
         ]  # fmt: skip
-        for written, said in cases:
-            write_jsonl(data, written)
-            with pytest.raises(DatasetError, match=re.escape(said)):
-                resume(store, sub.run_id)
-        assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
+        _each_refused(store, sub.run_id, data, cases)
 
 
 def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_removed(tmp_path: Path) -> None:
@@ -427,11 +434,7 @@ def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_remov
             # a row given twice, shard 1's first: no row of the run's there
             ([*rows[:10], rows[9], *rows[10:]], "(shard 1: other ids or order, 1 row inserted at line 11)"),
         ]  # fmt: skip
-        for written, said in cases:
-            write_jsonl(data, written)
-            with pytest.raises(DatasetError, match=re.escape(said)):
-                resume(store, sub.run_id)
-        assert store.state(sub.run_id) == RunState.RUNNING and store.generation(sub.run_id) == 0
+        _each_refused(store, sub.run_id, data, cases)
     finally:
         server.stop()
 
