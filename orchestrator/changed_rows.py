@@ -167,6 +167,7 @@ class RowsCompared:
         self.inserted: _Found | None = None  # the rows inserted in a row, not yet found
         self.found: list[_Found | tuple[int, str, str]] = []  # in order; a change of content as (shard, where, what)
         self.more: _Found | None = None  # the rows after the run's end
+        self.removed = False  # whether any of the run's rows were found removed (a row past its end may be one moved)
 
     def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
         """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
@@ -213,7 +214,8 @@ class RowsCompared:
             if self.run.cut_off:
                 return
             self.more = self.more or _Found(self.shard)
-            self.more.add(line, self.run.place(keys))
+            # a row moved there is one found removed: none found, the run's keys are not all read for a row appended
+            self.more.add(line, self.run.place(keys) if self.removed else None)
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
             self._insert(line, place)
         elif after is not None and (next_place := self.run.place(after)) is not None and self.at <= next_place < place:
@@ -233,6 +235,7 @@ class RowsCompared:
         found, self.inserted = self.inserted or _Found(self.shard), None
         found.removed, found.line = range(self.at, upto), line
         self.found.append(found)
+        self.removed = True
 
     def _found_inserted(self) -> None:
         """The rows inserted in a row, if any, found."""
