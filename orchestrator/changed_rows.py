@@ -36,6 +36,9 @@ MAX_SHARDS_NAMED = 5
 OTHER_IDS = "other ids or order"
 #: What a shard whose rows are the run's, by id, but read otherwise is said to be, before where.
 OTHER_CONTENT = "the same ids with other content"
+#: Where a change is: its text, or what writes it where it names the run's rows (read from the store, so only for the
+#: changes told).
+Place = str | Callable[[], str]
 
 
 class RunRows:
@@ -91,14 +94,14 @@ class Changes:
     shards."""
 
     def __init__(self) -> None:
-        self.shards: dict[int, list[tuple[str, str]]] = {}  # shard -> (what differs, where)
+        self.shards: dict[int, list[tuple[str, Place]]] = {}  # shard -> (what differs, where)
 
     @property
     def content_only(self) -> bool:
         """Whether every change is of content (the rows' ids are the run's)."""
         return all(what == OTHER_CONTENT for changes in self.shards.values() for what, _ in changes)
 
-    def add(self, shard: int, place: str, what: str = OTHER_IDS) -> None:
+    def add(self, shard: int, place: Place, what: str = OTHER_IDS) -> None:
         """Shard ``shard`` differs by ``what`` (its ids, unless said) at ``place``."""
         self.shards.setdefault(shard, []).append((what, place))
 
@@ -107,14 +110,15 @@ class Changes:
         differs (its ids, or only their content), those past MAX_ROWS_NAMED counted."""
         told, parts = 0, []
         for shard in sorted(self.shards):
-            groups: dict[str, list[str]] = {}
+            groups: dict[str, list[Place]] = {}
             for what, place in self.shards[shard]:
                 groups.setdefault(what, []).append(place)
             said = []
             for what, places in groups.items():
                 shown = min(len(places), max(0, MAX_ROWS_NAMED - told))
                 told += shown
-                said.append(f"{what}, {listed(places, shown, more='change')}" if shown else what)
+                texts = [place if isinstance(place, str) else place() for place in places[:shown]]
+                said.append(f"{what}, {listed(texts, shown, total=len(places), more='change')}" if shown else what)
             parts.append(f"shard {shard}: {'; '.join(said)}")
         return listed(parts, MAX_SHARDS_NAMED, sep="; ", more="changed shard")
 
@@ -264,16 +268,16 @@ class RowsCompared:
         where it was read."""
         n, first, last = found.lines(moved)
         removed = found.removed or range(0)
-        gone = len(removed) - sum(place in removed for place in taken)
-        named = self._named(list(islice((at for at in removed if at not in taken), MAX_ROWS_NAMED)), gone)
+        gone = len(removed) - sum(at in taken for at in removed)  # each range once over all: no row of the run twice
+        places = list(islice((at for at in removed if at not in taken), MAX_ROWS_NAMED))
         if n and n == gone:
             where = f"line {first} holds another row" if n == 1 else f"lines {first}-{last} hold other rows"
-            self.changes.add(found.shard, f"{where} in place of {named}")
+            self.changes.add(found.shard, self._naming(f"{where} in place of ", places, gone, ""))
         else:
             if n:
                 self.changes.add(found.shard, f"{counted(n, 'row')} inserted at {_lines(n, first, last)}")
             if gone:
-                self.changes.add(found.shard, f"{named} removed before line {found.line}")
+                self.changes.add(found.shard, self._naming("", places, gone, f" removed before line {found.line}"))
         self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
 
     def _tell_more(self, found: _Found, moved: dict[int, int]) -> None:
@@ -287,15 +291,19 @@ class RowsCompared:
         """Tell the run's ``rows`` (line, the run's place) moved to their lines (read in ``shard``)."""
         if rows:
             where = _lines(len(rows), rows[0][0], rows[-1][0])
-            self.changes.add(shard, f"{self._named([place for _, place in rows[:MAX_ROWS_NAMED]], len(rows))} moved to "
-                             f"{where}")  # fmt: skip
+            places = [place for _, place in rows[:MAX_ROWS_NAMED]]
+            self.changes.add(shard, self._naming("", places, len(rows), f" moved to {where}"))
 
-    def _named(self, places: list[int], n: int) -> str:
-        """``the run's rows 'q150', 'q151' and 3 more``: ``n`` of the run's rows, the first at ``places``, each by its
-        id (a target run's too, not by its first target's item key)."""
-        shown = [self.run.row(at) for at in places[:MAX_ROWS_NAMED]]
-        names = [repr(split_key(row[0])[1]) for row in shown if row]
-        return f"the run's {noun(n, 'row')} {listed(names, MAX_ROWS_NAMED, total=n)}"
+    def _naming(self, head: str, places: list[int], n: int, tail: str) -> Callable[[], str]:
+        """What writes ``head``, ``the run's rows 'q150', 'q151' and 3 more`` (``n`` of the run's rows, the first at
+        ``places``, each by its id: a target run's too, not by its first target's item key), then ``tail``: called only
+        for a change told, as a row named far from the rows read last reads its run shard from the store."""
+
+        def text() -> str:
+            names = [repr(split_key(row[0])[1]) for at in places[:MAX_ROWS_NAMED] if (row := self.run.row(at))]
+            return f"{head}the run's {noun(n, 'row')} {listed(names, MAX_ROWS_NAMED, total=n)}{tail}"
+
+        return text
 
     def _take(self, at: int, line: int, row: Any) -> None:
         """The row read from ``line`` is the run's row ``at``."""
