@@ -384,7 +384,8 @@ def _each_refused(store: RunStore, run_id: str, data: Path, cases: list[tuple[li
 def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_such(tmp_path: Path) -> None:
     """Two adjacent rows swapped read as a row inserted and one removed, a row moved to the end as one removed and one
     more than the run had: a row read out of its place that is one of the run's rows read as removed is told moved, to
-    its line; a block moved is told as one change, and a real insert or removal keeps its own wording."""
+    its line; a block moved is told as one change, and a real insert or removal keeps its own wording (rows past the
+    run's end too: added, or moved there)."""
     with _submitted(tmp_path, 50, seed=2, shard_rows=20) as (store, sub, _):  # no worker: the run stays running
         rows, data = make_rows(50, seed=2), tmp_path / "d.jsonl"
         cases = [  # what the file holds, what the refusal says
@@ -401,6 +402,11 @@ def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_suc
             # a row moved and another removed: each its own wording
             ([*rows[:3], rows[30], *rows[3:30], *rows[32:]], "(shard 0: other ids or order, the run's row 'q30' moved "
              "to line 4; shard 1: other ids or order, the run's row 'q31' removed before line 32)"),
+            # rows past the run's end: one added is told added, one of the run's rows removed before is told moved
+            ([*rows, {**rows[0], "id": "new"}], "(shard 2: other ids or order, from line 51 on: 1 row more than the "
+             "run had there)"),
+            ([*rows[:7], *rows[8:], {**rows[0], "id": "new"}, rows[7]], "(shard 2: other ids or order, from line 50 "
+             "on: 1 row more than the run had there, the run's row 'q7' moved to line 51)"),
         ]  # fmt: skip
         _each_refused(store, sub.run_id, data, cases)
 
