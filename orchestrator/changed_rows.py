@@ -152,6 +152,11 @@ class _Found:
         ends = [*kept, self.first, self.last] if self.new else kept
         return len(kept) + self.new, min(ends, default=0), max(ends, default=0)
 
+    def gone(self, taken: set[int]) -> int:
+        """How many of the run's rows it names removed were not found moved (``taken``: the places of those)."""
+        removed = self.removed or range(0)
+        return len(removed) - sum(at in taken for at in removed)  # each range read once over all its founds
+
 
 class RowsCompared:
     """A dataset's rows, read a shard at a time (:meth:`read`), against the run's (``run``): what :meth:`end` says of
@@ -159,8 +164,8 @@ class RowsCompared:
     or moved back), or where the run's next row is still to come in the shard (a row moved ahead), or where the shard's
     next row is one the run has before it (a row moved back from afar, two rows far apart swapped); else the run's rows
     up to it were removed. A row read as inserted (or past the run's end) that is one of the run's rows read as removed
-    is told moved. ``edited(shard, rows)``: whether the run's shard ``shard``, its rows all read (``rows``), reads
-    otherwise than it was submitted (its digest)."""
+    (or missing at the dataset's end) is told moved. ``edited(shard, rows)``: whether the run's shard ``shard``, its
+    rows all read (``rows``), reads otherwise than it was submitted (its digest)."""
 
     def __init__(self, run: RunRows, edited: Callable[[int, list[Any]], bool]) -> None:
         self.run, self.edited, self.changes = run, edited, Changes()
@@ -188,14 +193,13 @@ class RowsCompared:
         self._settle(self.at // self.run.shard_rows)
 
     def end(self) -> Changes:
-        """The changes found, the rows missing at the dataset's end with them."""
+        """The changes found, the rows missing at the dataset's end with them (those read earlier told moved)."""
         self._found_inserted()
         self._settle(None)
         if self.more is not None:
             self.found.append(self.more)
-        if (missing := self.size - self.at) > 0:
-            self.found.append((self.shard, f"ending at line {self.line}: {counted(missing, 'row')} fewer than the run "
-                               "had there", OTHER_IDS))  # fmt: skip
+        missing = _Found(self.shard, removed=range(self.at, self.size), line=self.line)
+        self.found.append(missing)
         moved = self._moved()
         taken = set(moved.values())
         for found in self.found:
@@ -203,8 +207,11 @@ class RowsCompared:
                 self.changes.add(*found)
             elif found is self.more:
                 self._tell_more(found, moved)
-            else:
+            elif found is not missing:
                 self._tell(found, moved, taken)
+            elif gone := missing.gone(taken):
+                self.changes.add(missing.shard, f"ending at line {missing.line}: {counted(gone, 'row')} fewer than the "
+                                 "run had there")  # fmt: skip
         return self.changes
 
     def _row(self, keys: Keys, line: int, row: Any, coming: Callable[[Keys], bool], after: Keys | None) -> None:
@@ -267,9 +274,8 @@ class RowsCompared:
         """Tell ``found``, less its rows ``moved`` (line -> the run's place; ``taken``: those places), each told moved
         where it was read."""
         n, first, last = found.lines(moved)
-        removed = found.removed or range(0)
-        gone = len(removed) - sum(at in taken for at in removed)  # each range once over all: no row of the run twice
-        places = list(islice((at for at in removed if at not in taken), MAX_ROWS_NAMED))
+        gone = found.gone(taken)
+        places = list(islice((at for at in found.removed or range(0) if at not in taken), MAX_ROWS_NAMED))
         if n and n == gone:
             where = f"line {first} holds another row" if n == 1 else f"lines {first}-{last} hold other rows"
             self.changes.add(found.shard, self._naming(f"{where} in place of ", places, gone, ""))

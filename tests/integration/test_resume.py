@@ -396,6 +396,8 @@ def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_suc
              "'q45' moved to line 6; shard 2: other ids or order, the run's row 'q5' moved to line 46)"),  # far apart
             ([*rows[:10], *rows[15:], *rows[10:15]], "(shard 2: other ids or order, the run's rows 'q10', 'q11', 'q12' "
              "and 2 more moved to lines 46-50)"),  # a block moved to the end: one change
+            ([*rows[:10], rows[49], *rows[10:49]], "(shard 0: other ids or order, the run's row 'q49' moved to line "
+             "11)"),  # the run's last row moved back: not one inserted and one fewer at the end
             ([*rows[:10], {**rows[0], "id": "new"}, *rows[10:]], "(shard 0: other ids or order, 1 row inserted at line "
              "11)"),
             ([*rows[:10], *rows[11:]], "(shard 0: other ids or order, the run's row 'q10' removed before line 11)"),
