@@ -745,8 +745,8 @@ def _unlike_submitted(
         if compare is None:
             compare = RowsCompared(RunRows(item_keys, shard_rows, n_shards, per_row), edited)
         compare.read(index, lines, rows, [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)])
-    if compare is None:
-        return ("it has a different number of rows", False) if n_shards else None
+    if compare is None:  # no row: the run's are missing where it has any (a cut-off submission's: those it sent)
+        return ("it has a different number of rows", False) if n_shards or item_keys(0) else None
     changes = compare.end()
     return (changes.said(), changes.content_only) if changes.shards else None
 

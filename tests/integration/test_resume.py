@@ -150,7 +150,8 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
     shard of the dataset the submission never reached: a row inserted in the last shard sent moved that shard's last
     row there, so the shard was only partly read and its digest never checked, and a row edited in it went unsaid;
     rows missing from it were refused only later, as '(shard 1)'. The check now reads on to the end of what was sent:
-    the edit and the rows missing are told, and the rows never sent are not compared (the resume sends them)."""
+    the edit and the rows missing are told (with no row at all too: that resume took the run for one that sent
+    nothing), and the rows never sent are not compared (the resume sends them)."""
     from orchestrator import runner
 
     monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # said at each shard sent: the Ctrl-C comes after the second
@@ -178,6 +179,9 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
         write_jsonl(data, rows[:35])
         with pytest.raises(DatasetError, match=re.escape("(shard 1: other ids or order, ending at line 35: 5 rows "
                                                          "fewer than the run had there)")):  # fmt: skip
+            resume(store, run_id)
+        write_jsonl(data, [])  # no row at all: the rows it sent are missing too
+        with pytest.raises(DatasetError, match=re.escape("(it has a different number of rows)")):
             resume(store, run_id)
         assert store.generation(run_id) == 0  # refused before anything changed
         write_jsonl(data, [*rows, {**rows[0], "id": "appended"}])  # rows never sent: sent by the resume
