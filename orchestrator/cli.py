@@ -615,10 +615,11 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     writes them to (:meth:`~ragscore_workers.store.RunStore.out_dir`), else, for a run of a ragscore that recorded
     neither, the one its reports were last written to (:meth:`~ragscore_workers.store.RunStore.reports_dir`); else
     ``ragscore-out``, as for an unknown run (the resume says why), a submitted run (no folder), or one whose reports
-    no folder holds (gone, or another run's there) while the store still has its items, except a run not released
-    whose out_dir is gone or names no run: written there again, as it started. Said under --quiet too (not progress:
-    where to find the reports); evaluate()'s temporary folder is none. ConfigError where no folder holds them and the
-    items left the store: only the folder its reports are in now can give them back."""
+    no folder holds (gone, or another run's there) while the store still has its items, except a run (released or
+    not) whose out_dir is gone or names no run: written there again, as it started, unless it cannot be made again
+    (:func:`_uncreatable`: ragscore-out, naming both). Said under --quiet too (not progress: where to find the
+    reports); evaluate()'s temporary folder is none. ConfigError where no folder holds them and the items left the
+    store: only the folder its reports are in now can give them back."""
     from .reports.previous import moved_reports, run_named
     from .runner import TEMPORARY_MARK
 
@@ -642,10 +643,6 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     if run_named(found := moved_reports(folder, run_id)) == run_id:
         return _resuming(run_id, found, why)
     held = "is gone" if not found.is_dir() else "holds them no more"
-    # a run not released whose own folder was deleted (or emptied), no other run's there: written again, as it started
-    # (not the reports_dir of an older ragscore's run: evaluate()'s temporary folder, removed as its process exited)
-    if released is None and writes_to and found == Path(writes_to) and run_named(found) is None:
-        return _resuming(run_id, found, f"{why}, which {held}: written there again")
     try:
         store.check_items_kept(run_id)  # still in the store: resumed as a run with no folder is
     except ConfigError:
@@ -654,7 +651,28 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
             f"`ragscore resume {run_id} --out DIR` takes them back from the folder DIR its reports are in now; to "
             "score the run again, run it again"
         ) from None
+    # the run's own folder deleted (or emptied), no other run's there, its items in the store (released or not):
+    # written again, as it started (not the reports_dir of an older ragscore's run: evaluate()'s temporary folder,
+    # removed as its process exited)
+    if writes_to and found == Path(writes_to) and run_named(found) is None:
+        own = "the folder it writes its reports to"
+        if (blocked := _uncreatable(found)) is None:
+            return _resuming(run_id, found, f"{own}, which {held}: written there again")
+        return _resuming(run_id, Path("ragscore-out"), f"as {found}/, {own}, {held} and cannot be made again "
+                                                       f"({blocked})")  # fmt: skip
     return _resuming(run_id, Path("ragscore-out"), f"as {found}/, the folder the store names for it, {held}")
+
+
+def _uncreatable(folder: Path) -> str | None:
+    """Why ``folder`` cannot be made (its nearest existing folder or parent is no folder this user may write in: a
+    file, no permission, a mount of a host that is gone); None where it can (or is a folder already). Nothing made."""
+    for path in (folder, *folder.parents):
+        if not os.path.lexists(path):
+            continue
+        if not path.is_dir():
+            return f"{path} is not a folder"
+        return None if path == folder or os.access(path, os.W_OK | os.X_OK) else f"{path} may not be written"
+    return f"no part of {folder} exists"
 
 
 def _resuming(run_id: str, folder: Path, why: str) -> Path:

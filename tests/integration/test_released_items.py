@@ -598,19 +598,34 @@ def test_the_resume_of_a_run_id_whose_items_left_with_a_folder_since_moved_says_
     assert json.loads((moved / "summary.json").read_text())["metrics"]["exact_match"]["n"] == 20
 
 
-def test_the_resume_of_a_run_id_whose_folder_is_gone_before_its_items_left_writes_into_ragscore_out(
+def test_the_resume_of_a_run_id_whose_folder_is_gone_before_its_items_left_writes_that_folder_again(
     tmp_path: Path, home: Path
 ) -> None:
     """A released run whose folder was removed within the hour its items stay: `ragscore resume RUN_ID` takes them
-    from the store, as a run's not released, and writes its reports into ragscore-out, not the removed folder."""
+    from the store, as a run's not released. It wrote its reports into ./ragscore-out (this test asserted so), though
+    the user asked for them in the run's --out DIR, as a run never released writes its folder again: it now does too,
+    saying so; where that folder cannot be made again (a file in its place), ragscore-out, naming both."""
     out = tmp_path / "out"
     assert _cli(home, *_run_command(tmp_path, 20, out)).returncode == 0
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     shutil.rmtree(out)
-    done = _cli(home, "resume", run_id, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "where its reports are" not in done.stderr and not out.exists(), done.stderr
-    assert json.loads((tmp_path / "ragscore-out" / "summary.json").read_text())["run_id"] == run_id
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = _cli(home, "resume", run_id, cwd=elsewhere)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0, said
+    assert (f"resuming run {run_id} in {out.resolve()}/, the folder it writes its reports to, which is gone: written "
+            "there again") in said, said  # fmt: skip
+    assert json.loads((out / "summary.json").read_text())["run_id"] == run_id
+    assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
+    shutil.rmtree(out)
+    out.write_text("not a folder")  # nor can the folder be made again: ragscore-out, naming both
+    done = _cli(home, "resume", run_id, cwd=elsewhere)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 0, said
+    assert (f"resuming run {run_id} in ragscore-out/, as {out.resolve()}/, the folder it writes its reports to, is "
+            f"gone and cannot be made again ({out.resolve()} is not a folder)") in said, said  # fmt: skip
+    assert json.loads((elsewhere / "ragscore-out" / "summary.json").read_text())["run_id"] == run_id
 
 
 def test_the_resume_of_an_evaluate_without_outs_run_id_writes_into_ragscore_out_not_its_removed_folder(
