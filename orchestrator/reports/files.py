@@ -27,7 +27,7 @@ from ..atomic_file import NotRegularFile, atomic_writer, copy_atomic, make_out_d
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
-from .previous import PREVIOUS, numbered, run_named
+from .previous import PREVIOUS, next_numbered, run_named
 from .source import ANSWERS, RUN_INFO, RunData, from_store
 from .texts import read_texts
 
@@ -225,9 +225,7 @@ def move_to_previous(out_dir: Path, option: str = "--out") -> Path | None:
     moved: list[str] = []
     try:
         (out_dir / PREVIOUS).mkdir(exist_ok=True)
-        folder = next(
-            out_dir / PREVIOUS / name for name in numbered(base) if not os.path.lexists(out_dir / PREVIOUS / name)
-        )
+        folder = out_dir / PREVIOUS / next_numbered(out_dir / PREVIOUS, base)
         folder.mkdir()
         for name in held:
             os.rename(out_dir / name, folder / name)

@@ -7,12 +7,11 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PREVIOUS", "WRITTEN_AT", "moved_reports", "numbered", "run_named"]
+__all__ = ["PREVIOUS", "WRITTEN_AT", "moved_reports", "next_numbered", "run_named"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ def _moved_named(folder: Path, run_id: str) -> list[Path]:
     """The folders of ``folder/previous/`` that :func:`.files.move_to_previous` names after run ``run_id`` (one
     listing: a number missing between them skips none), in their order; not a symbolic link (no loop); none where
     it cannot be read (a folder this user may not enter, a name too long: the store's refusal names ``folder``)."""
-    named = re.compile(re.escape(run_id) + r"(-[2-9]|-[1-9]\d+)?")
+    named = _numbered(run_id)
     try:
         with os.scandir(folder / PREVIOUS) as entries:
             moved = [Path(e.path) for e in entries if named.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
@@ -92,8 +91,17 @@ def _recorded(path: Path) -> dict[str, Any]:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def numbered(base: str) -> Iterator[str]:
-    """``base``, then ``base-2``, ``base-3``, ..."""
-    yield base
-    for n in count(2):
-        yield f"{base}-{n}"
+def _numbered(base: str) -> re.Pattern[str]:
+    """The names :func:`next_numbered` gives: ``base``, then ``base-2``, ``base-3``, ... (group 1: the number; none
+    for ``base``), not ``base-1`` nor ``base-02``."""
+    return re.compile(re.escape(base) + r"(?:-([2-9]|[1-9]\d+))?")
+
+
+def next_numbered(folder: Path, base: str) -> str:
+    """The first of ``base``, ``base-2``, ``base-3``, ... that no entry of ``folder`` is named (a file and a link too),
+    from one listing of it, however many are taken. OSError where ``folder`` cannot be read."""
+    named = _numbered(base)
+    with os.scandir(folder) as entries:
+        taken = {int(found[1] or 1) for e in entries if (found := named.fullmatch(e.name))}
+    free = next(n for n in count(1) if n not in taken)
+    return base if free == 1 else f"{base}-{free}"

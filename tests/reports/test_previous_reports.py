@@ -154,3 +154,32 @@ def test_a_copy_past_a_number_missing_in_previous_is_found(tmp_path: Path) -> No
         (out / "previous" / name / "run.json").write_text(json.dumps({"run_id": "r1", "written_at": 9e9}))
     (out / "previous" / "r1-4").symlink_to(out / "previous" / "r1-1")
     assert moved_reports(out, "r1") == out / "previous" / "r1-3"
+
+
+def test_the_next_free_number_in_previous_is_found_in_one_listing_however_many_are_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """move_to_previous probed previous/RUN_ID, RUN_ID-2, ... one file-system check each: a DIR a CI job reruns into
+    under one name gathers a copy a run, and each move cost a check per copy. previous/ is listed once now: the first
+    number free is still taken (a gap first), and a file or a link of a number's name takes that number."""
+    out, checked = tmp_path / "out", []
+    previous = out / "previous"
+    previous.mkdir(parents=True)
+    for n in range(1, 1001):
+        if n != 500:
+            (previous / ("r1" if n == 1 else f"r1-{n}")).mkdir()
+    (previous / "r1-1001").write_text("a file")
+    (previous / "r1-1002").symlink_to(previous / "gone")
+    lstat = os.lstat
+
+    def counted(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).startswith(str(previous)):
+            checked.append(path)
+        return lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", counted)
+    _reports(out, "r1", "items.jsonl")
+    assert move_to_previous(out) == previous / "r1-500"
+    _reports(out, "r1", "items.jsonl")
+    assert move_to_previous(out) == previous / "r1-1003"
+    assert (previous / "r1-1003" / "items.jsonl").is_file() and len(checked) <= 2, checked[:5]
