@@ -120,7 +120,7 @@ from .reports.files import (
     report_digests,
 )
 from .reports.live import resume_hint
-from .reports.previous import PREVIOUS, WRITTEN_AT, run_named
+from .reports.previous import PREVIOUS, WRITTEN_AT, moved_reports, run_named
 from .reports.source import ANSWERS, iter_answers_file, iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
@@ -311,6 +311,7 @@ def submit(
                 "submitted_at": started,
                 "shard_rows": shard_rows,
                 "generation": 0,
+                "job": "{}",  # no gate options, until run() notes its own: no job is an older ragscore's run
                 **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
                 **({"judge_calls_planned": planned} if planned is not None else {}),
             },
@@ -1517,6 +1518,27 @@ def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
         )
 
 
+def _started_job(store: RunStore, run_id: str, out_dir: Path) -> dict[str, Any] | None:
+    """The job (the CLI's gates) run ``run_id`` started with, for its resume into ``out_dir``, whose run.json does
+    not name it: the store's (:meth:`~ragscore_workers.store.RunStore.job`); for a run of an older ragscore, whose
+    store kept none, the one kept by the run.json of the folder the store names for it (its out_dir, else its
+    reports_dir, followed where its reports moved: :func:`moved_reports`) where that names the run; else None, said in
+    one line: its gate options are unknown, none kept in ``out_dir/run.json``."""
+    job = store.job(run_id)
+    if job is not None:
+        return job
+    folder = store.out_dir(run_id) or store.reports_dir(run_id)
+    if folder and (record := recorded_run(moved_reports(Path(folder), run_id)) or {}).get("run_id") == run_id:
+        kept = record.get("job")
+        return kept if isinstance(kept, dict) else {}
+    unread = f"{folder}/run.json, its own folder's, does not name it" if folder else "the store names no folder of it"
+    log.warning("run %s was started by an older ragscore, whose run store keeps no gate options, and %s: its gate "
+                "options (--fail-under, --fail-on-regression, --junit) are unknown, and %s keeps none (give them to "
+                "`ragscore run --resume %s` to hold it to them; its suite's gates hold as ever)", run_id, unread,
+                out_dir / "run.json", out_dir)  # fmt: skip
+    return None
+
+
 def recorded_run(out_dir: Path) -> dict[str, Any] | None:
     """``DIR/run.json`` (``{"run_id", "mode"}``), or None when there is none or it cannot be read."""
     try:
@@ -1691,7 +1713,7 @@ def run(
                     planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
             # DIR/run.json keeps the job for a 2nd resume too; a resume into another folder has it from the store
-            recorded_job = job if job is not None or resume_id is None else store.job(resume_id)
+            recorded_job = job if job is not None or resume_id is None else _started_job(store, resume_id, out_dir)
             moved = move_to_previous(out_dir, caller.option("out")) if takes_over else None
             if moved is not None:  # once the run goes ahead
                 earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
@@ -1710,7 +1732,7 @@ def run(
                     (out_dir / ROWS_STAGED).unlink(missing_ok=True)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
             _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
-            if recorded_job:  # for a resume into another folder
+            if recorded_job is not None:  # for a resume into another folder (a new run's {} noted as submitted)
                 store.note_job(run_id, recorded_job)
             if out_kept:  # where `ragscore resume RUN_ID` writes its reports (not evaluate()'s temporary folder)
                 store.note_out_dir(run_id, str(out_dir.resolve()))

@@ -1228,7 +1228,8 @@ class RunStore:
         self._hset_if_exists(keys=[self.key(run_id, "meta")], args=["job", json.dumps(job)])
 
     def job(self, run_id: str) -> dict[str, Any] | None:
-        """The job :meth:`note_job` recorded for run ``run_id``; None where none was (no gates, an older ragscore)."""
+        """The job :meth:`note_job` recorded for run ``run_id`` (``{}``, as submitted: no gate options); None where
+        none was (a run of an older ragscore, whose gate options the store does not know)."""
         try:
             job = json.loads(self.meta(run_id).get("job") or "null")
         except ValueError:

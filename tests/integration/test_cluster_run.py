@@ -154,6 +154,37 @@ def test_the_resume_of_a_run_into_another_folder_keeps_the_gates_it_was_started_
     assert "held to the gates it was started with: --fail-under exact_match=0.0" in said, said
 
 
+def test_the_resume_into_another_folder_of_an_older_ragscores_run_takes_its_gates_from_its_folder_or_says_unknown(
+    cluster: str, tmp_path: Path
+) -> None:
+    """A run of a ragscore that kept no job in the store (recorded since) resumed with `--out OTHER` wrote
+    OTHER/run.json without the gate options it was started with, saying nothing: a `run --resume OTHER` was held to
+    none. They are read from the run.json of the folder the store names for it; where none names the run, the resume
+    says in one line that they are unknown. A run started without gate options (its store keeps none) says nothing."""
+    out, client = tmp_path / "out", redis.Redis.from_url(cluster, decode_responses=True)
+    job = {"gates": {"fail_under": ["exact_match=0.0"]}}
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster, job=job)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    client.hdel(f"ragscore:run:{run_id}:meta", "job")  # as an older ragscore left it
+    resumed = _cli("resume", run_id, "--out", str(tmp_path / "other"), "--broker", cluster)
+    assert resumed.returncode == 0 and "unknown" not in resumed.stderr, resumed.stderr
+    assert json.loads((tmp_path / "other" / "run.json").read_text())["job"] == job
+    client.hdel(f"ragscore:run:{run_id}:meta", "job", "out_dir", "reports_dir")  # nor a folder of it known
+    resumed = _cli("resume", run_id, "--out", str(tmp_path / "third"), "--broker", cluster)
+    said = " ".join(resumed.stderr.split())
+    assert resumed.returncode == 0, said
+    assert (f"run {run_id} was started by an older ragscore, whose run store keeps no gate options, and the store "
+            "names no folder of it: its gate options (--fail-under, --fail-on-regression, --junit) are unknown, and "
+            f"{tmp_path / 'third' / 'run.json'} keeps none") in said, said  # fmt: skip
+    assert "job" not in json.loads((tmp_path / "third" / "run.json").read_text())
+    plain = tmp_path / "plain"
+    run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), plain, broker=cluster)
+    plain_id = json.loads((plain / "run.json").read_text())["run_id"]
+    shutil.rmtree(plain)
+    resumed = _cli("resume", plain_id, "--out", str(tmp_path / "plain-other"), "--broker", cluster)
+    assert resumed.returncode == 0 and "unknown" not in resumed.stderr, resumed.stderr
+
+
 def test_the_resume_of_a_run_id_whose_folder_a_later_run_took_writes_where_its_reports_moved(
     cluster: str, tmp_path: Path
 ) -> None:
