@@ -664,14 +664,21 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
 
 
 def _uncreatable(folder: Path) -> str | None:
-    """Why ``folder`` cannot be made (its nearest existing folder or parent is no folder this user may write in: a
-    file, no permission, a mount of a host that is gone); None where it can (or is a folder already). Nothing made."""
+    """Why ``folder``, a run's own folder as the store recorded it (resolved: absolute, no link in it), cannot be
+    written again where it was: a symbolic link since put in its place or above it (it would lead elsewhere), or its
+    nearest existing part (itself, else a parent) no folder this user may write in (a file, no permission, a mount of
+    a host that is gone); None where it can. Nothing made."""
+    try:
+        leads_to: Path | str = folder.resolve()
+    except (OSError, RuntimeError):  # a loop of links
+        leads_to = "a loop of links"
+    if leads_to != folder:
+        return f"{folder} leads to {leads_to} now"
     for path in (folder, *folder.parents):
-        if not os.path.lexists(path):
-            continue
-        if not path.is_dir():
-            return f"{path} is not a folder"
-        return None if path == folder or os.access(path, os.W_OK | os.X_OK) else f"{path} may not be written"
+        if os.path.lexists(path):
+            if not path.is_dir():
+                return f"{path} is not a folder"
+            return None if os.access(path, os.W_OK | os.X_OK) else f"{path} may not be written"
     return f"no part of {folder} exists"
 
 

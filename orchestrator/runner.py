@@ -1801,8 +1801,8 @@ def run(
         # DIR holds another run's reports (a new run's DIR, a resume's --out OTHER): refused, or moved to previous/ as
         # the run goes ahead; read under the claim, as no other run moves them or writes its own there meanwhile
         takes_over = resume_id is None or run_named(out_dir) != resume_id
-        if not takes_over and job is None:  # the job as it started (its gates), DIR/run.json keeps
-            job = (recorded_run(out_dir) or {}).get("job")
+        if not takes_over and job is None:  # the job as it started (its gates), DIR/run.json keeps ({}: it has none)
+            job = (recorded_run(out_dir) or {}).get("job") or {}
         if takes_over:  # a resume into another run's DIR is refused, or moves its reports, as a new run there
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None

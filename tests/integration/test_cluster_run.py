@@ -136,6 +136,26 @@ def test_the_resume_of_a_run_id_never_released_whose_folder_was_deleted_writes_t
     assert list(elsewhere.iterdir()) == [], list(elsewhere.iterdir())
 
 
+def test_the_resume_of_a_run_id_whose_gone_folder_a_link_now_leads_elsewhere_writes_into_ragscore_out(
+    cluster: str, tmp_path: Path
+) -> None:
+    """A run's deleted folder was written again wherever its path led now: a symbolic link put above it (or in its
+    place) since took the reports to the link's target. The store recorded it resolved; where it leads elsewhere now,
+    the resume writes into ragscore-out, naming both, and nothing into the target."""
+    parent, target, elsewhere = tmp_path / "parent", tmp_path / "target", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), parent / "out", broker=cluster)
+    run_id, own = json.loads((parent / "out" / "run.json").read_text())["run_id"], (parent / "out").resolve()
+    shutil.rmtree(parent)
+    target.mkdir()
+    parent.symlink_to(target)
+    said = _resume_from(cluster, run_id, elsewhere)
+    assert (f"resuming run {run_id} in ragscore-out/, as {own}/, the folder it writes its reports to, is gone and "
+            f"cannot be made again ({own} leads to {target.resolve() / 'out'} now)") in said, said  # fmt: skip
+    assert json.loads((elsewhere / "ragscore-out" / "summary.json").read_text())["run_id"] == run_id
+    assert list(target.iterdir()) == [], list(target.iterdir())
+
+
 def test_the_resume_of_a_run_into_another_folder_keeps_the_gates_it_was_started_with(
     cluster: str, tmp_path: Path
 ) -> None:
@@ -177,6 +197,9 @@ def test_the_resume_into_another_folder_of_an_older_ragscores_run_takes_its_gate
             "names no folder of it: its gate options (--fail-under, --fail-on-regression, --junit) are unknown, and "
             f"{tmp_path / 'third' / 'run.json'} keeps none") in said, said  # fmt: skip
     assert "job" not in json.loads((tmp_path / "third" / "run.json").read_text())
+    client.hdel(f"ragscore:run:{run_id}:meta", "job", "out_dir", "reports_dir")
+    again = _cli("run", "--resume", str(tmp_path / "third"), "--broker", cluster)  # its own run.json: no gates
+    assert again.returncode == 0 and "unknown" not in again.stderr, again.stderr
     plain = tmp_path / "plain"
     run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), plain, broker=cluster)
     plain_id = json.loads((plain / "run.json").read_text())["run_id"]

@@ -8,6 +8,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,7 +173,7 @@ def test_the_next_free_number_in_previous_is_found_in_one_listing_however_many_a
     (previous / "r1-1002").symlink_to(previous / "gone")
     lstat = os.lstat
 
-    def counted(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:  # what os.path.lexists calls
         if str(path).startswith(str(previous)):
             checked.append(path)
         return lstat(path, *args, **kwargs)
