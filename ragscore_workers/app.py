@@ -118,8 +118,8 @@ class _ShownConnection(Connection):
     every URL, a password or none (``redis://:**@host:6379/0`` for ``redis://host:6379/0``); one with no password is
     shown as it is (its query, where a password may be too, never is)."""
 
-    def as_uri(self, include_password: bool = False, mask: str = "**", **fields: Any) -> str:
-        return super().as_uri(include_password or not self.password, mask, **fields)
+    def as_uri(self, include_password: bool = False, mask: str = "**", *args: Any, **fields: Any) -> str:
+        return super().as_uri(include_password or not self.password, mask, *args, **fields)
 
 
 class _AMQP(AMQP):  # type: ignore[misc]

@@ -3,8 +3,11 @@ secret; a URL's password is cut whole, at the authority's last ``@``."""
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import pytest
 
+from ragscore_workers.app import _ShownConnection
 from ragscore_workers.providers.errors import exception_text, redact_url_passwords
 
 
@@ -552,3 +555,13 @@ def test_a_port_then_words_up_to_a_host_stays_hidden(text: str, redacted: str) -
     after a port is a password's end, as it always was), and a worker's name only after a clause's end and without a
     port (``celery@w1:6379`` is a Redis host)."""
     assert redact_url_passwords(text) == redacted
+
+
+@pytest.mark.parametrize(("url", "shown"), [("redis://:pw@host:6379/0", "redis://:**@host:6379/0"),
+                                            ("redis://host:6379/0", "redis://host:6379/0")])  # fmt: skip
+def test_the_shown_broker_url_takes_kombus_arguments_by_position_too(url: str, shown: str) -> None:
+    """The broker connection whose URL a worker's banner and Flower show (``ragscore_workers.app._ShownConnection``)
+    took kombu's third argument, ``getfields``, by name only: given by position, as kombu's ``as_uri`` takes it, it
+    raised TypeError."""
+    fields = itemgetter("port", "userid", "password", "virtual_host", "transport")
+    assert _ShownConnection(url).as_uri(False, "**", fields) == _ShownConnection(url).as_uri() == shown
