@@ -188,7 +188,11 @@ class RowsCompared:
             last = {keys: j for j, keys in enumerate(mine)}
             for j, keys in enumerate(mine):
                 after = mine[j + 1] if j + 1 < len(mine) else None
-                self._row(keys, lines[j], rows[j], lambda expected, j=j: last.get(expected, -1) > j, after)
+
+                def coming(expected: Keys, j: int = j) -> bool:
+                    return last.get(expected, -1) > j
+
+                self._row(keys, lines[j], rows[j], coming, after)
         self._found_inserted()
         self._settle(self.at // self.run.shard_rows)
 

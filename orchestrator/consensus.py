@@ -184,10 +184,10 @@ def consensus_rows(
             continue
         result = consensus_for(rows, found, suite_points)
         reference = result.pop("reference")
-        row: dict[str, Any] = {"id": qid, "question": next((r.question for r in rows.values() if r.question), None)}
+        out: dict[str, Any] = {"id": qid, "question": next((r.question for r in rows.values() if r.question), None)}
         if reference is not None:
-            row["reference"] = reference
-        yield row | {"metadata": {"consensus": result}}
+            out["reference"] = reference
+        yield out | {"metadata": {"consensus": result}}
 
 
 @dataclass(frozen=True)

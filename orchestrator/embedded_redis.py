@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 from urllib.parse import quote
 
 import psutil
@@ -98,10 +98,15 @@ def lane_url(url: str, lane: int) -> str:
 
 def lane_in_use(client: redis.Redis, lane: int) -> bool:
     """Whether a live process holds lane ``lane`` (its local workers serve it, or are starting to)."""
-    owner = client.hget(LANES_KEY, str(lane))
+    owner = cast("str | None", client.hget(LANES_KEY, str(lane)))
     if owner is not None and process_alive(owner):
         return True
-    return lane == 0 and any(process_alive(p) for p in client.smembers(LANE_SHARERS_KEY))
+    return lane == 0 and any(process_alive(p) for p in _members(client, LANE_SHARERS_KEY))
+
+
+def _members(client: redis.Redis, key: str) -> set[str]:
+    """The members of set ``key`` (the embedded server's clients decode its replies: text)."""
+    return cast("set[str]", client.smembers(key))
 
 
 def run_process_alive(client: redis.Redis, meta: dict[str, str]) -> bool:
@@ -346,14 +351,14 @@ class EmbeddedRedis:
         if self.lane is not None:
             self._hold_lane(self.lane, me)
             return self.lane
-        held = self.client.hgetall(LANES_KEY)
+        held = cast("dict[str, str]", self.client.hgetall(LANES_KEY))
         mine = [int(db) for db, owner in held.items() if owner == me]
         if mine:
             return min(mine)
         if self.client.sismember(LANE_SHARERS_KEY, me):  # a thread of a process that shares lane 0
             self.lane_shared = True
             return 0
-        sharers = self.client.smembers(LANE_SHARERS_KEY)
+        sharers = _members(self.client, LANE_SHARERS_KEY)
         if gone := [p for p in sharers if not process_alive(p)]:
             self.client.srem(LANE_SHARERS_KEY, *gone)
         for db in range(LANES):
@@ -394,7 +399,7 @@ class EmbeddedRedis:
     def _give_lane_back(self) -> None:
         """Free this process's lane once it has no run left (its other threads may still run)."""
         me = process_id()
-        if not any(m.partition(":")[0] == me for m in self.client.smembers(CLIENTS_KEY)):
+        if not any(m.partition(":")[0] == me for m in _members(self.client, CLIENTS_KEY)):
             for db, owner in self.client.hgetall(LANES_KEY).items():
                 if owner == me:
                     self.client.hdel(LANES_KEY, db)
@@ -425,11 +430,11 @@ class EmbeddedRedis:
         try:
             self.client.srem(CLIENTS_KEY, self.member)
             self._give_lane_back()
-            if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY)):
+            if any(_member_alive(m) for m in _members(self.client, CLIENTS_KEY)):
                 return
             self.client.delete(CLIENTS_KEY)  # a killed process's lane stays held: its leftovers are dropped later
         except redis.ResponseError:  # it refuses writes (MISCONF: its disk is full): shut it down anyway
-            if any(_member_alive(m) for m in self.client.smembers(CLIENTS_KEY) if m != self.member):
+            if any(_member_alive(m) for m in _members(self.client, CLIENTS_KEY) if m != self.member):
                 return
         try:
             self.client.shutdown(save=False)

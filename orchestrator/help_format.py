@@ -12,7 +12,7 @@ drift from it.
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import typer
 from typer import _click
@@ -21,6 +21,10 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 __all__ = ["HelpTyper", "reflowed", "summary"]
 
 
+@overload
+def reflowed(text: str) -> str: ...
+@overload
+def reflowed(text: None) -> None: ...
 def reflowed(text: str | None) -> str | None:
     """``text`` with the line breaks inside each paragraph (blank-line separated) turned into spaces, so that help
     wraps to the terminal; a paragraph that starts with click's ``\\b`` keeps its lines."""

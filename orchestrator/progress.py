@@ -18,6 +18,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     Task,
+    TaskID,
     TaskProgressColumn,
     TimeElapsedColumn,
 )
@@ -648,10 +649,12 @@ class RichProgress(_RatedView):
     """A rich progress bar: done/total work units and their percent, rate, ETA, then errors, unscorable and judge calls
     (under it where they do not fit beside it), and under it its note (what the run waits on, a stall)."""
 
+    #: The bar's one task, which :meth:`start` adds.
+    task: TaskID
+
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or TerminalConsole(stderr=True)
         self.bar = _NotedProgress(console=self.console, transient=False)
-        self.task = None
         self.rate = _Rate()
         self.behind = ""
 

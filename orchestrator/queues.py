@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import redis
 
@@ -158,7 +158,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     message may be settled by its end (:func:`_settles_by_the_ask`: a call whose held messages are all fresh reads
     none of them)."""
     held: dict[str, _Held] = {}  # by delivery tag
-    for tag, raw in store.broker.hgetall("unacked").items():
+    for tag, raw in cast("dict[str, str]", store.broker.hgetall("unacked")).items():
         if run_id not in raw:
             continue
         try:
@@ -376,13 +376,15 @@ def recently_taken(store: RunStore, queues: Collection[str], within_s: float) ->
     if not queues:
         return set()
     now = time.time()
-    tags = store.broker.zrangebyscore("unacked_index", now - within_s, now + within_s)
+    tags = cast("list[str]", store.broker.zrangebyscore("unacked_index", now - within_s, now + within_s))
     found: set[str] = set()
-    for raw in store.broker.hmget("unacked", tags) if tags else []:
+    for raw in cast("list[str | None]", store.broker.hmget("unacked", tags)) if tags else []:
+        if raw is None:  # acknowledged meanwhile
+            continue
         try:
             found.add(str(json.loads(raw)[2]))
         except (ValueError, LookupError, TypeError):
-            continue  # acknowledged meanwhile (None), or a shape we do not know
+            continue  # a shape we do not know
     return found & set(queues)
 
 

@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 from pydantic_core import PydanticSerializationError
@@ -586,9 +586,12 @@ def resume(
             reset_breakers(store, run_id, resolved)
         ticker.say(f"looking up what the store lacks, shard by shard ({total:,} rows)")
         for index, (rows, complete, looked_up) in enumerate(stream):
-            sent = n_tasks
-            ticker.count(lambda n, sent=sent: f"{counted_of(min(n * stored_shard_rows, total), total, 'row')} looked "
-                                              f"up; {counted(sent, 'task')} sent for what they lack")  # fmt: skip
+
+            def looking_up(n: int, sent: int = n_tasks) -> str:
+                return (f"{counted_of(min(n * stored_shard_rows, total), total, 'row')} looked up; "
+                        f"{counted(sent, 'task')} sent for what they lack")  # fmt: skip
+
+            ticker.count(looking_up)
             if complete is not None:  # every output of the shard is stored: its rows were not even validated
                 store.mark_shard_done(run_id, index, generation)
                 n_shards += 1
@@ -643,10 +646,10 @@ def _ticked(items: Iterator[RawItem], ticker: _Ticker) -> Iterator[RawItem]:
 def _shards_to_redo(
     store: RunStore, run_id: str, dataset: Path, fmt: str | None, fmt_options: dict[str, Any], shard_rows: int,
     outputs: list[str],
-) -> Iterator[tuple[list[Row], None, RedoLookup] | tuple[None, int, None]]:  # fmt: skip
+) -> Iterator[tuple[list[Row], None, RedoLookup] | tuple[list[Row], int, None]]:  # fmt: skip
     """A resume of the very bytes that were submitted, which had no unreadable row: record i is row i, so shard s
     is records [s * shard_rows, (s + 1) * shard_rows). Yields ``(rows, None, what each item lacks)`` for a shard
-    that lacks something and ``(None, its number of items, None)`` for one whose every output is stored: those
+    that lacks something and ``([], its number of items, None)`` for one whose every output is stored: those
     records are parsed, never validated (most of a half-done run's rows). A record that does not validate now
     means the rows are not the ones submitted after all: DatasetError, as a changed dataset."""
     max_chars = get_settings().max_field_chars
@@ -658,7 +661,7 @@ def _shards_to_redo(
         stored = store.shard_keys(run_id, index)
         lookup = store.redo_lookup(run_id, stored, outputs)
         if stored and len(stored) == len(chunk) and not lookup.todo:
-            yield None, len(stored), None
+            yield [], len(stored), None
             continue
         rows = [record if isinstance(record, RowError) else validate_record(line, record, max_chars)
                 for line, record in chunk]  # fmt: skip
@@ -757,7 +760,8 @@ def reset_breakers(store: RunStore, run_id: str, resolved: ResolvedSuite) -> Non
     holds (a worker killed mid-call leaves its hold); the counters are kept."""
     for part in ["judge", *(target_state_part(t.name) for t in resolved.targets)]:
         key = store.key(run_id, part)
-        scoped = [name for name in store.r.hkeys(key) if scoped_breaker_field(name)]  # each judge limiter's breaker
+        # each judge limiter's breaker
+        scoped = [name for name in cast("list[str]", store.r.hkeys(key)) if scoped_breaker_field(name)]
         store.r.hdel(key, "breaker", "budget", *INTERNAL_FIELDS, *scoped)
         store.r.delete(holds_key(key))
 
@@ -894,7 +898,8 @@ def wait(
                     if summary is not None and summary.state == state:
                         outage.over()
                         return summary
-                    error = store.r.hget(store.key(run_id, "meta"), "error")  # one field, polled while it drains
+                    # one field, polled while it drains
+                    error = cast("str | None", store.r.hget(store.key(run_id, "meta"), "error"))
                     if state == RunState.FAILED or error:  # a cancelled run whose summary failed stays cancelled
                         raise StoreError(f"Run {run_id} ({state}) failed: {error or 'no summary was written'}")
                     # Cancelled: the skipped tasks drain, then aggregate writes the partial summary.
@@ -1809,7 +1814,7 @@ def run(
             replaced = refuse_an_unfinished_run_in(out_dir, given_broker, caller=caller)
             if dataset is not None:
                 _refuse_to_overwrite(dataset, out_dir, caller)
-        else:
+        elif resume_id is not None:  # a resume into its own DIR: every run that does not take over
             _refuse_a_lost_run(out_dir, resume_id)
         refuse_files_of_others(out_dir)  # the user's own summary.json, items.csv: no run wrote them (a resume's too)
         if takes_over:  # where the earlier run's reports will move, once the run goes ahead

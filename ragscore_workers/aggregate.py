@@ -356,7 +356,7 @@ class Aggregator:
             self.system_ids.append(hash(str(meta["id"])))  # one process aggregates: its own hash() is enough
             self.system_numbers.append(self._system_number(str(meta["system"])))
         any_score, all_scored = False, bool(metrics)
-        dims = [(dim, meta.get(dim)) for dim in ("group", "system", "question_type") if meta.get(dim) is not None]
+        dims = [(dim, value) for dim in ("group", "system", "question_type") if (value := meta.get(dim)) is not None]
         if dims and dims[-1][0] == "question_type" and isinstance(dims[-1][1], str):  # "yes/no", "YES_NO": one group
             dims[-1] = ("question_type", grouped_question_type(dims[-1][1]))
         for name, result in metrics.items():

@@ -176,11 +176,10 @@ def _alive_key(said: dict[str, Any], left: int) -> AliveKey:
     """One worker's key, as :func:`alive_keys` reads it: a list of tasks that is not one of ids with its time (an
     older worker's key has none) is none."""
     tasks, at = said.get("tasks"), said.get("listed_at")
-    listed = isinstance(tasks, list) and isinstance(at, int | float) and not isinstance(at, bool)
     queues, worker = frozenset(str(q) for q in said["queues"]), str(said.get("worker") or "")
-    if not listed:
-        return AliveKey(queues, left, worker=worker)
-    return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at), worker)
+    if isinstance(tasks, list) and isinstance(at, int | float) and not isinstance(at, bool):
+        return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at), worker)
+    return AliveKey(queues, left, worker=worker)
 
 
 def _alive_on(client: redis.Redis, broker: Broker) -> dict[str, tuple[dict[str, Any], int]]:

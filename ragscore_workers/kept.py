@@ -123,7 +123,8 @@ class KeptKey:
             try:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.set(self.key, json.dumps(self.value()), ex=self.ttl_s)
-                pipe.sadd(self.index, self.token).expire(self.index, self.ttl_s)
+                pipe.sadd(self.index, self.token)
+                pipe.expire(self.index, self.ttl_s)
                 pipe.execute()
             except redis.RedisError as exc:
                 if not warned:
@@ -151,7 +152,8 @@ def kept_entries(client: redis.Redis, prefix: str, index: str) -> dict[str, tupl
     keys = [f"{prefix}{token}" for token in tokens]
     pipe = client.pipeline(transaction=False)
     for key in keys:
-        pipe.get(key).pttl(key)
+        pipe.get(key)
+        pipe.pttl(key)
     replies = pipe.execute()
     found: dict[str, tuple[dict[str, Any], int]] = {}
     for key, raw, left in zip(keys, replies[::2], replies[1::2], strict=True):

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections import Counter
 from functools import lru_cache
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
@@ -238,7 +238,8 @@ def _skip_reason(store: RunStore, run_id: str, generation: int) -> str | None:
     re-sent its work (running it as well would pay for the same calls twice). A task that runs, the first of its
     generation, stamps when the run's work began (:meth:`RunStore.work_began`); read with the state, the stamp costs
     no round trip once made."""
-    state, current, began = store.r.hmget(store.key(run_id, "meta"), ["state", "generation", "work_began_gen"])
+    fields = ["state", "generation", "work_began_gen"]
+    state, current, began = cast("list[str | None]", store.r.hmget(store.key(run_id, "meta"), fields))
     if state == RunState.CANCELLED:
         return CANCELLED_SKIP
     if superseded(generation, current):
@@ -675,7 +676,8 @@ def _aggregate(
             "aggregate_s": round(time.time() - started, 3),
             "wall_s": round(time.time() - since, 3),
         }
-        limiters = store.r.hgetall(store.key(run_id, JUDGE_LIMITERS_PART))  # which judge each breaker stopped
+        # which judge each breaker stopped
+        limiters = cast("dict[str, str]", store.r.hgetall(store.key(run_id, JUDGE_LIMITERS_PART)))
         judge = dict.fromkeys(JUDGE_COUNTERS, 0) | breaker_summary(store.counters(run_id, "judge"), limiters)
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
         targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in resolved.suite.all_targets}

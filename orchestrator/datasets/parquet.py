@@ -97,11 +97,9 @@ def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any] | Any]]:
 
     try:
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
-
-        def batches(columns: list[str]) -> Iterator[pa.RecordBatch]:
-            return parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
-
-        yield from table_rows(path, parquet.schema_arrow, batches)
+        yield from table_rows(
+            path, parquet.schema_arrow, lambda columns: parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns)
+        )
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from exc
 

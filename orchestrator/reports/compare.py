@@ -666,7 +666,7 @@ def compare(
 def _mark(point: dict[str, Any]) -> dict[str, str]:
     status = point.get("status")
     marks = {"passed": ("✓", "good"), "failed": ("✗", "bad"), "skipped": ("–", "bad"), "error": ("!", "bad")}
-    mark, css = marks.get(status, ("·", ""))
+    mark, css = marks.get(str(status), ("·", ""))
     return {"mark": mark, "css": css, "note": str(point.get("note") or point.get("suggestion") or "")}
 
 

@@ -143,9 +143,7 @@ def render_compare_html(c: Comparison) -> str:
     figures = []
     for arm, base in c.bases.items():
         bars = [
-            plots.Bar(d.metric, d.diff, *(d.ci95 or (None, None)), n=d.n)
-            for d in c.differences
-            if d.arm == arm and d.diff is not None
+            plots.Bar.of(d.metric, d.diff, d.ci95, d.n) for d in c.differences if d.arm == arm and d.diff is not None
         ]
         if bars:
             title = f"{arm} − {base} (mean difference, 95% CI)"

@@ -549,16 +549,16 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
                 jf.write("\n".join(lines) + "\n")
     if "json" in wanted:
         written += _write_json(run, out_dir, in_place)
-    if stats is not None:  # the worst items' texts and the first unreadable rows: read once for both reports
+    if stats is not None:  # md or html: the worst items' texts and the first unreadable rows, read once for both
         texts = read_texts(run.info, stats.all_worst(), run.answers)
         failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
-    if "md" in wanted:
-        written.append(out_dir / "report.md")
-        text = render_markdown(summary, run.info, stats, texts, failed)
-        write_text_atomic(written[-1], text, errors=UNENCODABLE)
-    if "html" in wanted:
-        written.append(out_dir / "report.html")
-        write_text_atomic(written[-1], render_html(summary, stats, run.info, failed, texts), errors=UNENCODABLE)
+        if "md" in wanted:
+            written.append(out_dir / "report.md")
+            text = render_markdown(summary, run.info, stats, texts, failed)
+            write_text_atomic(written[-1], text, errors=UNENCODABLE)
+        if "html" in wanted:
+            written.append(out_dir / "report.html")
+            write_text_atomic(written[-1], render_html(summary, stats, run.info, failed, texts), errors=UNENCODABLE)
     return written
 
 

@@ -78,9 +78,9 @@ def _distributions(summary: RunSummary, stats: ItemStats) -> list[dict[str, str]
     out = []
     for name in summary.metrics:
         counts = stats.values.get(name)
-        if counts is None or not counts.counts:
-            labels, values = [], []
-        else:
+        labels: list[float] | list[tuple[float, float]] = []
+        values: list[int] = []
+        if counts is not None and counts.counts:
             lo, hi = min(counts.counts), max(counts.counts)
             unit = 0.0 <= lo and hi <= 1.0
             labels, values = counts.histogram(lo=0.0 if unit else None, hi=1.0 if unit else None)
@@ -95,9 +95,9 @@ def _breakdown(dim: str, tree: dict[str, dict[str, MetricSummary]]) -> dict[str,
     plot_list = []
     for name in metrics:
         bars = [
-            plots.Bar(key, per[name].mean, *(per[name].ci95 or (None, None)), n=per[name].n)
+            plots.Bar.of(key, m.mean, m.ci95, m.n)
             for key, per in tree.items()
-            if name in per and per[name].mean is not None
+            if (m := per.get(name)) is not None and m.mean is not None
         ]
         if bars:
             svg = plots.hbars(bars, f"mean {name} per {dim}", value=fmt)

@@ -72,7 +72,9 @@ class ValueCounts:
         """True while every value is counted as it is."""
         return self.step == 0.0
 
-    def histogram(self, bins: int = 20, lo: float | None = None, hi: float | None = None) -> tuple[list, list]:
+    def histogram(
+        self, bins: int = 20, lo: float | None = None, hi: float | None = None
+    ) -> tuple[list[float] | list[tuple[float, float]], list[int]]:
         """``(labels, counts)``: one bar per value when there are few, else ``bins`` equal-width bins.
 
         Labels are values (few distinct values) or ``(left, right)`` bin edges.

@@ -375,8 +375,8 @@ class StatusView:
             done = counters.get(f"worked:{queue}", 0) if cancelled else done  # the outputs stored stopped left out
             left = max(total - done, 0)
             rate = self.rate(f"done:{queue}", left)
-            idle = finished or stalled or self.submitting or queue in unserved or not rate
-            eta = 0.0 if not left else None if idle else left / rate
+            idle = finished or stalled or self.submitting or queue in unserved
+            eta = 0.0 if not left else None if idle or not rate else left / rate
             # never sooner than its rpm (the judge's, a target's) lets its calls left go: then a floor
             least = eta_floor_s(counters, queue) if eta else 0.0
             limited = least > (eta or 0.0)
@@ -394,7 +394,8 @@ class StatusView:
         held = None if eta is None else self._held_back(now)  # a held shard callback or aggregation too
         floor = held is not None or any(r["floor"] and r["eta"] == eta for r in out)
         out.append({"queue": "all", "done": done, "total": total, "pct": 100.0 * done / total if total else 0.0,
-                    "rate": sum(rates) if rates else None, "eta": eta if held is None else max(held, eta),
+                    "rate": sum(rates) if rates else None,
+                    "eta": eta if held is None or eta is None else max(held, eta),
                     "floor": floor, "stopped": max(total - done, 0) if cancelled else None})  # fmt: skip
         return out
 

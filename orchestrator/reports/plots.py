@@ -44,6 +44,12 @@ class Bar:
     hi: float | None = None
     n: int | None = None
 
+    @classmethod
+    def of(cls, label: str, value: float, ci95: Sequence[float] | None, n: int | None) -> Bar:
+        """A bar whose 95% interval is given as a summary's ``ci95``, ``[lo, hi]`` (None: not known)."""
+        lo, hi = ci95 or (None, None)
+        return cls(label, value, lo, hi, n)
+
 
 def _extends(ch: str) -> bool:
     """Whether ``ch`` belongs to the character before it: a combining mark, a variation selector, a skin tone, an

@@ -182,8 +182,7 @@ def _file_answers(path: Path, keys: set[str]) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     # no field limit: a target's answer is bounded by its reply's size, and the store's shows whole too
     for _, row in iter_rows(path, "jsonl", ids={split_key(key)[1] for key in keys}, max_chars=sys.maxsize):
-        key = item_key(row.system, row.id) if isinstance(row, Row) else None
-        if key in keys:
+        if isinstance(row, Row) and (key := item_key(row.system, row.id)) in keys:
             found[key] = preview(row.answer)  # the rest let go: the worst items' answers may each be long
             if len(found) == len(keys):
                 break

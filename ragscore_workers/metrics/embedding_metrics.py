@@ -163,27 +163,22 @@ def _context_cosines(texts: list[str], row: Row, vectors: Vectors) -> np.ndarray
 # The texts each metric embeds for a row (nothing when it scores the row without the model); ``contexts(row)``: the
 # texts of its contexts.
 def _question_and_contexts(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
-    return [row.question, *contexts(row)] if _missing_question(row) is None and row.has_contexts else []
+    question = _filled(row.question, "question")
+    return [question, *contexts(row)] if isinstance(question, str) and row.has_contexts else []
 
 
 def _answer_and_reference(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
-    if row.answer is None or _missing_reference(row) is not None:
+    if row.answer is None or isinstance(reference := _filled(row.reference, "reference"), MetricResult):
         return []
-    return [row.answer, row.reference]  # type: ignore[list-item]
+    return [row.answer, reference]
 
 
-def _missing_question(row: Row) -> MetricResult | None:
-    """Unscorable when there is no question to compare with, or it is blank (its vector would mean nothing)."""
-    if row.question is None:
-        return MetricResult.unscorable("no question")
-    return None if row.question.strip() else MetricResult.unscorable("empty question")
-
-
-def _missing_reference(row: Row) -> MetricResult | None:
-    """Unscorable when there is no reference, or it is blank (an empty answer is scored: it is an answer)."""
-    if row.reference is None:
-        return MetricResult.unscorable("no reference")
-    return None if row.reference.strip() else MetricResult.unscorable("empty reference")
+def _filled(text: str | None, name: str) -> str | MetricResult:
+    """``text``, the row's question or reference (``name``); unscorable when there is none, or it is blank (its vector
+    would mean nothing; an empty answer is scored: it is an answer)."""
+    if text is None:
+        return MetricResult.unscorable(f"no {name}")
+    return text if text.strip() else MetricResult.unscorable(f"empty {name}")
 
 
 def _sentences_and_contexts(row: Row, contexts: Callable[[Row], list[str]]) -> list[str]:
@@ -291,36 +286,36 @@ def _question_cosines(question: str, row: Row, vectors: Vectors) -> list[float]:
 
 
 def score_context_relevance(row: Row, vectors: Vectors) -> MetricResult:
-    if (missing := _missing_question(row)) is not None:
-        return missing
+    if isinstance(question := _filled(row.question, "question"), MetricResult):
+        return question
     if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
-    cosines = _question_cosines(row.question, row, vectors)
+    cosines = _question_cosines(question, row, vectors)
     mean = float(np.mean(cosines))
-    return _clamped(mean, mean_cosine=mean, cosines=cosines, **_cut_off(vectors, {"question": row.question}))
+    return _clamped(mean, mean_cosine=mean, cosines=cosines, **_cut_off(vectors, {"question": question}))
 
 
 def score_context_sufficiency(row: Row, vectors: Vectors, params: SufficiencyParams) -> MetricResult:
-    if (missing := _missing_question(row)) is not None:
-        return missing
+    if isinstance(question := _filled(row.question, "question"), MetricResult):
+        return question
     if not row.has_contexts:
         return MetricResult.unscorable("no contexts")
-    cosines = _question_cosines(row.question, row, vectors)
+    cosines = _question_cosines(question, row, vectors)
     sufficient = sum(c >= params.threshold for c in cosines)
     return MetricResult(
         score=sufficient / len(cosines),
         details={"sufficient": sufficient, "contexts": len(cosines), "threshold": params.threshold, "cosines": cosines,
-                 **_cut_off(vectors, {"question": row.question})},
+                 **_cut_off(vectors, {"question": question})},
     )  # fmt: skip
 
 
 def score_answer_similarity(row: Row, vectors: Vectors) -> MetricResult:
     if row.answer is None:
         return MetricResult.unscorable("no answer")
-    if (missing := _missing_reference(row)) is not None:
-        return missing
-    value = cosine(vectors[row.answer], vectors[row.reference])
-    return _clamped(value, cosine=value, **_cut_off(vectors, {"answer": row.answer, "reference": row.reference}))
+    if isinstance(reference := _filled(row.reference, "reference"), MetricResult):
+        return reference
+    value = cosine(vectors[row.answer], vectors[reference])
+    return _clamped(value, cosine=value, **_cut_off(vectors, {"answer": row.answer, "reference": reference}))
 
 
 def score_answer_hallucination(row: Row, vectors: Vectors, params: HallucinationParams) -> MetricResult:

@@ -144,7 +144,7 @@ def _document(row: Row, params: EvidenceParams) -> tuple[dict[str, str] | None, 
         return row.sentences, "row"
     if not params.corpus_dir:
         return None, "none"
-    gold_doc = row.gold_doc_id if isinstance(row.gold_doc_id, str) else (row.gold_doc_id or [None])[0]
+    gold_doc = row.gold_doc_id if isinstance(row.gold_doc_id, str) else next(iter(row.gold_doc_id or ()), None)
     if not gold_doc:
         return None, "no gold_doc_id"
     found = corpus_sentences(params.corpus_dir, gold_doc)

@@ -17,7 +17,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError
@@ -38,6 +38,7 @@ __all__ = [
     "CompletionParams",
     "Message",
     "Provider",
+    "RequestFields",
     "RetryDecision",
     "estimate_tokens",
     "is_private_host",
@@ -100,6 +101,14 @@ _REQUEST_SPECIFIC_WORDS = ("context_length_exceeded", "maximum context length", 
                            "request too large", "reduce the length", "exceed_context_size")  # fmt: skip
 
 
+class RequestFields(TypedDict, total=False):
+    """What :meth:`CompletionParams.request_fields` puts in a chat-completions request: the reply cap, temperature."""
+
+    temperature: float
+    max_tokens: int
+    max_completion_tokens: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class CompletionParams:
     """What, besides the messages, changes the reply (and so is part of the cache key)."""
@@ -110,7 +119,7 @@ class CompletionParams:
     #: default): the cap goes as ``max_completion_tokens`` and no temperature is sent.
     reasoning: bool = False
 
-    def request_fields(self) -> dict[str, float | int]:
+    def request_fields(self) -> RequestFields:
         """The reply cap and temperature as the chat-completions request carries them."""
         if self.reasoning:
             return {"max_completion_tokens": self.max_tokens}

@@ -11,6 +11,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import httpx
 from pydantic_core import PydanticCustomError
@@ -21,6 +22,9 @@ from ..schemas import no_secret_in_url
 from .base import DEFAULT_TIMEOUT_S, Completion, CompletionParams, Message, Provider
 from .errors import MalformedReplyError, ProviderError
 from .openai_compat import MAX_CONNECTIONS, error_details, parse_completion, read_reply
+
+if TYPE_CHECKING:
+    from groq.types.chat import ChatCompletionMessageParam
 
 __all__ = ["GroqProvider"]
 
@@ -87,8 +91,8 @@ class GroqProvider(Provider):
         try:  # a streamed reply, read by read_reply: httpx's timeout bounds each read, not the whole body
             with self._client.chat.completions.with_streaming_response.create(
                 model=self.model,
-                messages=[dict(m) for m in messages],  # type: ignore[misc]
-                **params.request_fields(),  # type: ignore[arg-type]
+                messages=cast("list[ChatCompletionMessageParam]", [dict(m) for m in messages]),  # role, content
+                **params.request_fields(),
             ) as raw:
                 headers = dict(raw.headers)
                 body = read_reply(raw.iter_bytes(), started, timeout_s=self.timeout_s, provider=self.name,
