@@ -499,7 +499,7 @@ def test_a_call_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cancelled
     run_id = client.state.meta_key.split(":")[2]
     store = RunStore(rclient, ttl_s=600)
     store.create_run(run_id, {"state": RunState.RUNNING})
-    client.limiter.pause(600.0, "429 from the provider")  # every worker waits, as after a 429 with retry-after: 600
+    client.limiter.pause(300.0, "429 from the provider")  # every worker waits, as after a 429 with retry-after: 300
     stopping = {"cancel": lambda: store.set_state(run_id, RunState.CANCELLED),
                 "breaker": lambda: client.state.record_failure(1, "HTTP 500")}[stop]  # fmt: skip
     threading.Timer(0.5, stopping).start()
@@ -539,7 +539,7 @@ def test_calls_waiting_at_the_rate_limit_read_their_runs_state_about_once_a_seco
     run_id = client.state.meta_key.split(":")[2]
     store = RunStore(rclient, ttl_s=600)
     store.create_run(run_id, {"state": RunState.RUNNING})
-    client.limiter.pause(600.0, "429 from the provider")
+    client.limiter.pause(300.0, "429 from the provider")  # under max_wait_s (600 s, which a pause of 600 s can exceed)
     until = f"stop-watching-{uuid.uuid4().hex}"
     watcher, reads = _watch_state_reads(rclient, client.state.meta_key, until)
     started = time.monotonic()
