@@ -33,17 +33,28 @@ def parse_duration(text: str | None) -> float | None:
         return max(0.0, float(text))
     except ValueError:
         pass
+    parts = _duration_parts(text)
+    return None if parts is None else _seconds(parts)
+
+
+def _duration_parts(text: str) -> list[tuple[str, str]] | None:
+    """``(number, unit)`` of each part of ``1h2m3.5s`` (``[("1", "h"), ("2", "m"), ("3.5", "s")]``); None where
+    ``text`` is not made of such parts alone."""
     parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
+    return parts if parts and "".join(n + u for n, u in parts) == text else None
+
+
+def _seconds(parts: list[tuple[str, str]]) -> float:
+    """Seconds in a duration's ``(number, unit)`` parts."""
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
-def _last_digit_s(duration: str) -> float:
-    """Seconds one unit of ``duration``'s last digit stands for (``3.89s``: 0.01, ``120ms``: 0.001, ``2m``: 60): a
-    message's wait is rounded (the fake's ``3.894`` said as ``3.89``), so a retry at the said time can come a few ms
-    inside the provider's window and be refused again; waiting one unit more never does."""
-    number, unit = _DURATION.findall(duration)[-1]
+def _last_digit_s(part: tuple[str, str]) -> float:
+    """Seconds one unit of the last digit of a duration's last ``(number, unit)`` part stands for (``3.89s``: 0.01,
+    ``120ms``: 0.001, ``2m``: 60): a message's wait is rounded (the fake's ``3.894`` said as ``3.89``), so a retry at
+    the said time can come a few ms inside the provider's window and be refused again; waiting one unit more never
+    does."""
+    number, unit = part
     decimals = len(number.partition(".")[2])
     return _UNIT_S[unit] * 10.0**-decimals
 
@@ -120,7 +131,7 @@ def rate_limit_wait(headers: Mapping[str, str], message: str = "") -> float | No
     if wait is not None:
         return wait
     said = _TRY_AGAIN.search(message)
-    if said is not None and (seconds := parse_duration(said.group(1).lower())) is not None:
-        return seconds + _last_digit_s(said.group(1).lower())
+    if said is not None and (parts := _duration_parts(said.group(1).lower())) is not None:
+        return _seconds(parts) + _last_digit_s(parts[-1])
     exhausted = RateLimitInfo.from_headers(headers).exhausted_for()
     return exhausted if exhausted > 0 else None
