@@ -94,7 +94,9 @@ class WrittenRecord(dict[str, Any]):
 class RowError:
     """A row that could not be read: its line, a one-line reason and an excerpt of its raw text (given whole, kept
     as :func:`excerpt` cuts it, whatever the format: a long row's is not held in memory). ``key``: its id as given,
-    where text; a row of a JSON object keyed by id is said by it, its key (``rows.Named``)."""
+    where text; a row of a JSON object keyed by id is said by it, its key (``rows.Named``), cut as ``raw`` is: a
+    message names it, and failed_rows.jsonl's ``row`` places it exactly (a row that reads keeps its whole key as id).
+    """
 
     line: int
     error: str
@@ -103,17 +105,19 @@ class RowError:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "raw", excerpt(self.raw))
+        if self.key is not None:
+            object.__setattr__(self, "key", excerpt(self.key, "key"))
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "error": self.error, "raw": self.raw}
 
 
-def excerpt(text: str) -> str:
-    """``text`` (a bad row's, for ``failed_rows.jsonl``) as at most RAW_EXCERPT_CHARS characters: a longer one cut to
-    end with a note of how long it is, not cut without a word."""
+def excerpt(text: str, what: str = "row") -> str:
+    """``text`` (a bad row's, or its ``what``: its key, for ``failed_rows.jsonl``) as at most RAW_EXCERPT_CHARS
+    characters: a longer one cut to end with a note of how long it is, not cut without a word."""
     if len(text) <= RAW_EXCERPT_CHARS:
         return text
-    note = f" [cut: the row has {len(text):,} characters]"
+    note = f" [cut: the {what} has {len(text):,} characters]"
     return text[: RAW_EXCERPT_CHARS - len(note)] + note
 
 

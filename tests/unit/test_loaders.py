@@ -448,6 +448,23 @@ def test_json_list_and_object_keyed_by_id(tmp_path: Path) -> None:
     assert row.metadata == {"k": 2}
 
 
+def test_the_long_key_of_a_json_objects_bad_row_is_cut_as_its_raw_is(tmp_path: Path) -> None:
+    """A bad row of a JSON object is said by its key, cut as its raw is (a 10 kB key flooded each message naming the
+    row, and failed_rows.jsonl): by the reader (not an object) and by validation (a field of the wrong type) alike. A
+    row that reads keeps its whole key as its id."""
+    cut = f"[cut: the key has {10_000:,} characters]"
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps({"q" * 10_000: 3, "k" * 10_000: {"contexts": 5}, "r" * 10_000: {"answer": "x"}}))
+    scan = scan_dataset(path, None, lambda _: None)
+    failed = [scan.named.failed_row(e) for e in scan.first_failures]
+    assert [(f["row"], len(f["key"]), f["key"].endswith(cut)) for f in failed] == [(1, 1000, True), (2, 1000, True)]
+    first, second = scan.failures_said()
+    assert first == f'row "{"q" * (1000 - len(cut) - 1)} {cut}" of the JSON object: expected an object, got int'
+    assert second.endswith(f'{cut}" of the JSON object: contexts: Input should be a valid list, got int'), second
+    (row,), _ = _rows(path)
+    assert row.id == "r" * 10_000
+
+
 def test_scan_notes_when_no_row_has_a_field_besides_its_id(tmp_path: Path) -> None:
     jsonl = tmp_path / "d.jsonl"
     jsonl.write_text('{"id": "a", "answer": "x", "extra": 1}\n{"id": "b"}\n')
