@@ -90,11 +90,18 @@ class WrittenRecord(dict[str, Any]):
         return _text_of(self._lines)
 
 
+class KeyedRecord(dict[str, Any]):
+    """A row of a JSON object keyed by id, its key as its id: refused after it was read (``rows.validate_record``),
+    it is said by its key (``rows.Named``), as rows of no other file are. A plain dict to JSON, a Row and a digest."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class RowError:
     """A row that could not be read: its line, a one-line reason and an excerpt of its raw text (given whole, kept
-    as :func:`excerpt` cuts it, whatever the format: a long row's is not held in memory). ``key``: its id as given,
-    where text; a row of a JSON object keyed by id is said by it, its key (``rows.Named``), cut as ``raw`` is: a
+    as :func:`excerpt` cuts it, whatever the format: a long row's is not held in memory). ``key``: a JSON object
+    keyed by id's row's key, by which it is said (``rows.Named``; None for any other row), cut as ``raw`` is: a
     message names it, and failed_rows.jsonl's ``row`` places it exactly (a row that reads keeps its whole key as id).
     """
 
@@ -788,7 +795,7 @@ def _keyed_rows(data: dict[str, Any], path: Path) -> Iterator[tuple[int, Record 
         if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:
             yield pos, RowError(pos, f"its id {value['id']!r} differs from its key", json.dumps(value), key)
         elif isinstance(value, dict):
-            yield pos, {**value, "id": key}
+            yield pos, KeyedRecord({**value, "id": key})
         else:
             error = f"expected an object, got {kind(value)}"
             if isinstance(value, list):  # {"data": [...]}: the rows are probably that list

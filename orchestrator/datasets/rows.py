@@ -25,6 +25,7 @@ from ragscore_workers.unicode_text import lone_surrogate_at, utf8_json
 from ..caller import CLI, Caller
 from .loaders import (
     READER_VERSION,
+    KeyedRecord,
     RowError,
     WrittenRecord,
     detect_format,
@@ -130,7 +131,7 @@ def validate_record(line: int, record: dict[str, Any], max_chars: int | None = N
     worker running out of memory or a message too large for the broker.
     """
     raw = record  # a bad row is reported as read, without the id given here
-    key = given if isinstance(given := record.get("id"), str) else None  # a JSON object's row is said by it
+    key = record["id"] if isinstance(record, KeyedRecord) else None  # a JSON object's row is said by its key
     if record.get("id") in (None, ""):
         record = {**record, "id": f"row-{line}"}
     # In a field that names the item a lone surrogate is refused with the row; elsewhere (answers, contexts,

@@ -465,6 +465,22 @@ def test_the_long_key_of_a_json_objects_bad_row_is_cut_as_its_raw_is(tmp_path: P
     assert row.id == "r" * 10_000
 
 
+def test_only_a_json_objects_bad_row_carries_a_key(tmp_path: Path) -> None:
+    """RowError.key is the key of a JSON object's row, by which it is said; a JSONL row's id is no key:
+    failed_rows.jsonl keeps it as {"line", "error", "raw"}, as before."""
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"id": "a", "answer": "x"}\n{"id": "b", "contexts": 5}\n')
+    scan = scan_dataset(jsonl, None, lambda _: None)
+    (bad,) = scan.first_failures
+    assert bad.key is None
+    error = "contexts: Input should be a valid list, got int"
+    assert scan.named.failed_row(bad) == {"line": 2, "error": error, "raw": '{"id": "b", "contexts": 5}'}
+    as_obj = tmp_path / "o.json"
+    as_obj.write_text(json.dumps({"a": {"answer": "x"}, "b": {"contexts": 5}}))
+    (bad,) = scan_dataset(as_obj, None, lambda _: None).first_failures
+    assert bad.key == "b"
+
+
 def test_scan_notes_when_no_row_has_a_field_besides_its_id(tmp_path: Path) -> None:
     jsonl = tmp_path / "d.jsonl"
     jsonl.write_text('{"id": "a", "answer": "x", "extra": 1}\n{"id": "b"}\n')
