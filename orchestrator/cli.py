@@ -189,7 +189,7 @@ def _judge_limits(**given: int | None) -> dict[str, int]:
     return limits
 
 
-def _without(resolved, *, no_target: bool, no_cache: bool):  # type: ignore[no-untyped-def]
+def _without(resolved, *, no_target: bool, no_cache: bool):
     """--no-target drops the suite's targets (re-score a run's answers.jsonl); --no-cache turns its caches off."""
     from .suite import load_suite, without_caches
 
@@ -278,7 +278,7 @@ def _say(line: str) -> None:
         write_to_nowhere(sys.stdout)
 
 
-def _store(broker: str | None, *, sends: bool = False, writes: bool = False):  # type: ignore[no-untyped-def]
+def _store(broker: str | None, *, sends: bool = False, writes: bool = False):
     """The run store; ``sends``: the command sends work (the broker's Redis is then probed too); ``writes``: it
     writes the store (its user is checked for writing, not only reading), and is warned of a Redis that may evict
     its work."""
@@ -291,7 +291,7 @@ def _store(broker: str | None, *, sends: bool = False, writes: bool = False):  #
     return store
 
 
-def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False):  # type: ignore[no-untyped-def]
+def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False):
     """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
     lane (its process's database: its waiting and held messages and its workers are seen there; None on a
     cluster). An unknown run raises. ``queues``: the command reads the run's queues; ``writes``: it writes the
@@ -525,7 +525,7 @@ def _recorded_gates(
             Path(junit) if junit else None, items)  # fmt: skip
 
 
-def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options: dict[str, object]) -> None:
     """Exit 2 before anything is submitted when a gate names a system (``METRIC@SYSTEM``) no row has: the gate would
     fail once the whole run was scored (no item of it). The systems are the targets' or the rows' (read once more,
     only when a gate names one, and only until every named system is seen)."""
@@ -548,7 +548,7 @@ def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options
         raise ConfigError(f"{note}; nothing was submitted")
 
 
-def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str], resume: str) -> None:  # type: ignore[no-untyped-def]
+def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str], resume: str) -> None:
     """The end of a run, new or resumed: check its gates (None: none) on its reports in ``out`` and print them with
     what the table alone does not say; exit 1 for an incomplete run (:func:`_exit_if_incomplete`, ``resume``: the
     command that finishes it), which comes first, else 3 when a gate failed."""
@@ -564,7 +564,7 @@ def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _stored_suite(broker: str | None, run_id: str, limits: dict[str, int]):  # type: ignore[no-untyped-def]
+def _stored_suite(broker: str | None, run_id: str, limits: dict[str, int]):
     """The suite run ``run_id`` was submitted with, resolved with the resume's judge ``limits`` (read once: the
     resume is given it); None when the store does not have the run (the resume then says why)."""
     from .runner import stored_suite
@@ -760,9 +760,7 @@ def resume_cmd(
                      resume_command(out, run_id, broker))  # fmt: skip
 
 
-def _dry_run(  # type: ignore[no-untyped-def]
-    dataset: Path, resolved, broker: str | None, gates, *, judge_threads: int | None, **options
-) -> None:
+def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_threads: int | None, **options) -> None:
     """Count what the run would do (``--dry-run``); cached judge replies and embeddings are looked up in the run store
     when one is reachable (the cluster's, or the embedded one started from its data file). Gates naming a system the
     dataset lacks are warned of; an embedded run's judge time counts its local judge worker's ``judge_threads``
@@ -833,7 +831,7 @@ def _dry_run(  # type: ignore[no-untyped-def]
         raise typer.Exit(code)
 
 
-def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:  # type: ignore[no-untyped-def]
+def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:
     """Run (or resume) and follow it to the end; print the summary table; return the summary."""
     import redis
     from kombu.exceptions import OperationalError
@@ -1013,7 +1011,7 @@ def status(
     checks = checking_broker(store, apart_broker) if apart_broker else store
     orphan_watch = OrphanWatch(checks, run_id)  # an orphan is said once two consecutive checks call it one
 
-    def refresh():  # type: ignore[no-untyped-def]
+    def refresh():
         view.meta = store.meta(run_id)
         view.add(sample(store, run_id, time.time()))
         ended = view.meta.get("state") in RunState.DONE
@@ -1166,7 +1164,7 @@ def _refuse_another_runs_dir(out: Path, run_id: str) -> None:
 RESULTS_WAIT_S = 120.0
 
 
-def _cancelled_without_summary(store, run_id: str) -> bool:  # type: ignore[no-untyped-def]
+def _cancelled_without_summary(store, run_id: str) -> bool:
     """The run is cancelled, its summary not written yet, and no aggregation of it failed (that error is final)."""
     from ragscore_workers.store import RunState
 
@@ -1174,7 +1172,7 @@ def _cancelled_without_summary(store, run_id: str) -> bool:  # type: ignore[no-u
     return meta[0] == RunState.CANCELLED and not meta[1] and not store.summary_is_current(run_id)
 
 
-def _await_summary(store, run_id: str, limit_s: float) -> None:  # type: ignore[no-untyped-def]
+def _await_summary(store, run_id: str, limit_s: float) -> None:
     """Wait up to ``limit_s`` for the cancelled run's current summary, saying so once; it ends early when the
     aggregation failed or the run was resumed. The caller's read of the summary then says why there is none."""
     deadline, said = time.monotonic() + limit_s, False
@@ -1232,7 +1230,7 @@ def held_by_gone_workers(orphans: list[Orphan]) -> str:
     )
 
 
-def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | None, out: Path | None = None) -> None:  # type: ignore[no-untyped-def]
+def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | None, out: Path | None = None) -> None:
     """Write the summary of cancelled run ``run_id`` where no worker would: its queued messages wait where no
     worker listens, or a worker that is gone holds some, or (an embedded run whose process is gone) none of it is
     queued or held by a live worker any more; its embedded process, while alive, does it itself. A cluster's
@@ -1565,7 +1563,7 @@ def consensus_cmd(
     settings = get_settings()
     with ExitStack() as stack:  # embedded: (re)start the private Redis from its data only if the store is needed
 
-        def store():  # type: ignore[no-untyped-def]
+        def store():
             return connect(_cluster_url(broker) or stack.enter_context(EmbeddedRedis(settings.home)), settings)
 
         source = run_source(run, dataset=dataset, suite=suite, store=store)
@@ -1813,7 +1811,7 @@ def compare_cmd(
         raise ConfigError("--worse-margin is the margin of --fail-on-worse: give both")
     stores: list = []
 
-    def store():  # type: ignore[no-untyped-def]
+    def store():
         if not stores:
             stores.append(_store(broker))
         return stores[0]

@@ -693,7 +693,7 @@ class RichProgress(_RatedView):
 class PlainProgress(_RatedView):
     """One line every ``PLAIN_INTERVAL_S`` seconds (logs, CI)."""
 
-    def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
         self.rate = _Rate()
         self.last = 0.0
@@ -767,7 +767,7 @@ class InPlaceProgress(PlainProgress):
     logging's default handler) ends the line first: it starts a line of its own, and the progress line goes on below
     it (:class:`_LineEnding`)."""
 
-    def __init__(self, stream=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, stream=None) -> None:
         super().__init__(stream)
         #: Characters of the progress line now shown (0: none is), blanked when a shorter one replaces it.
         self.width = 0

@@ -292,7 +292,7 @@ def _start_step(func: _F) -> _F:
 
 
 def _counted(func: _F, *, shutdown: bool) -> _F:
-    _COUNTED_IN[func.__code__] = shutdown  # type: ignore[attr-defined]
+    _COUNTED_IN[func.__code__] = shutdown
     return func
 
 

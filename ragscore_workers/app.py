@@ -122,7 +122,7 @@ class _ShownConnection(Connection):
         return super().as_uri(include_password or not self.password, mask, *args, **fields)
 
 
-class _AMQP(AMQP):  # type: ignore[misc]
+class _AMQP(AMQP):
     """Celery's messaging, its connections :class:`_ShownConnection`."""
 
     Connection = _ShownConnection
@@ -282,7 +282,7 @@ def _stopping(how: str = "Warm", **_: object) -> None:
         beat.end()
 
 
-class _SayDrained(bootsteps.StartStopStep):  # type: ignore[misc]
+class _SayDrained(bootsteps.StartStopStep):
     """A worker step started after its pool and before its consumer (Celery's last), so stopped after the consumer and
     before the pool's join: from then on the worker takes no task, and it tells the process that started it once its
     last one ended (:func:`~.readiness.say_drained`), which then gives what is left of its shutdown a short grace, not

@@ -374,12 +374,12 @@ def _retry_chunk(task: Any, queue: str, run_id: str, exc: Exception) -> NoReturn
     raise exc
 
 
-def _make_score_task(queue: str):  # type: ignore[no-untyped-def]
+def _make_score_task(queue: str):
     soft, hard = QUEUE_LIMITS[queue]
 
     # max_retries=None: CHUNK_RETRIES alone bounds the retries (Celery's own bound, 3, would raise before it gives up)
     @app.task(name=f"ragscore.score.{queue}", bind=True, max_retries=None, soft_time_limit=soft, time_limit=hard)
-    def _task(  # type: ignore[no-untyped-def]
+    def _task(
         self, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict], generation: int = 0
     ) -> dict:
         try:

@@ -224,7 +224,7 @@ def _shown(value: object) -> object:
 
 
 @cache
-def environment():  # type: ignore[no-untyped-def]
+def environment():
     """The Jinja2 environment with both templates (autoescape on, control characters shown, ``counted`` and
     ``counted_of`` filters: ``{{ n|counted("item") }}``, ``{{ n|counted_of(total, "item") }}``), built once."""
     import jinja2

@@ -110,7 +110,7 @@ class HelperProcess:
                 env=HELPER_ENV,
                 cwd="/",
                 stdin=subprocess.DEVNULL,
-                **ids,  # type: ignore[arg-type]
+                **ids,
             )
         except OSError as exc:
             ours.close()
