@@ -727,8 +727,8 @@ def _every_shard_digested(meta: dict[str, str]) -> bool:
 
 
 def _unlike_submitted(
-    meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Any]], shard_rows: int, resolved: ResolvedSuite,
-    ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
+    meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Row | RowError]], shard_rows: int,
+    resolved: ResolvedSuite, ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
 ) -> tuple[str, bool] | None:  # fmt: skip
     """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): each changed
     shard and where (:class:`~orchestrator.changed_rows.RowsCompared`), and whether it is only their content (the same
@@ -1420,7 +1420,7 @@ def queues_left(store: RunStore, run_id: str, resolved: ResolvedSuite, queues: l
     return [queue for queue in queues if not done(queue)]
 
 
-def judge_cache_may_answer(resolved: ResolvedSuite, redis: Any) -> bool:
+def judge_cache_may_answer(resolved: ResolvedSuite, redis: redis.Redis) -> bool:
     """Whether a run of ``resolved`` may find a judge reply in the reply cache in ``redis``: some judge metric reads
     it and it holds replies of the suite's judge. Where not, every judge call is sent, each needing the key: an
     embedded run without it is refused before its dataset is read to count them (its dry run says so)."""

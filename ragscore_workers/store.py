@@ -63,9 +63,9 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 from urllib.parse import urlsplit
 
 import redis
@@ -107,6 +107,7 @@ __all__ = [
     "WAIT_PARTS",
     "RawItem",
     "RedoLookup",
+    "RunOverview",
     "RunState",
     "RunStore",
     "WorkBegan",
@@ -592,7 +593,9 @@ def _target_limit(suite: str | None) -> dict[str, int]:
     return {"target_rpm": int(targets[0]["rpm"])} | even
 
 
-def _stage_wait(stage: str, wait: dict[Any, Any], now_ms: int, *, named: bool = True) -> dict[str, int]:
+def _stage_wait(
+    stage: str, wait: Mapping[str, str] | Mapping[bytes, bytes], now_ms: int, *, named: bool = True
+) -> dict[str, int]:
     """The progress counters of what the run's ``stage`` calls (``judge``, ``target``: :data:`WAIT_PARTS`) wait on at
     the shared limiter (the hash :meth:`RunJudgeState.note_wait` keeps): ``{stage}_wait_ms``, ms until the next may
     go, and either ``{stage}_wait_{limit}`` (``rpm``, ``tpm``, ``rpd``, ``tpd``: the limit's value; ``slot``: a slot of
@@ -957,7 +960,7 @@ def redis_client(url: str, read_timeout_s: float | None = None, *, retries: int 
 
 
 #: :func:`with_timeout`'s clients, by the pool of the client each waits on less (built once per pool and timeout).
-_TIMED: weakref.WeakKeyDictionary[Any, dict[float, redis.Redis]] = weakref.WeakKeyDictionary()
+_TIMED: weakref.WeakKeyDictionary[redis.ConnectionPool, dict[float, redis.Redis]] = weakref.WeakKeyDictionary()
 _TIMED_LOCK = threading.Lock()
 #: Connection settings :func:`with_timeout` does not copy: the pool's own helpers (redis-py builds them per pool).
 _POOL_OWN = ("maint_notifications", "orig_")
@@ -1004,6 +1007,17 @@ def _index_kept() -> contextlib.AbstractContextManager[None]:
     """Around an upkeep of the runs' index (:meth:`RunStore.list_runs`): a store user that may only read (status's
     run list) leaves it as it is."""
     return contextlib.suppress(redis.exceptions.NoPermissionError)
+
+
+class RunOverview(TypedDict):
+    """One run as :meth:`RunStore.overview` lists it (``ragscore status`` without a run id)."""
+
+    run_id: str
+    state: str
+    done: int
+    total: int
+    submitted_at: float | None
+    dataset: str
 
 
 class RunStore:
@@ -1755,7 +1769,7 @@ class RunStore:
                 self.r.zrem(RUNS_INDEX, *gone)
         return sorted(run_id for run_id, here in present.items() if here)
 
-    def overview(self, run_ids: list[str]) -> list[dict[str, Any]]:
+    def overview(self, run_ids: list[str]) -> list[RunOverview]:
         """Per run (one round trip for all): ``run_id``, ``state``, ``done`` / ``total`` work units (as
         :meth:`progress` counts them; a cancelled run's ``done``, its ``worked:{queue}`` summed), ``submitted_at``
         (epoch seconds, None when not recorded) and ``dataset`` (its file name)."""
@@ -1766,7 +1780,7 @@ class RunStore:
             for queue in PROGRESSIVE_QUEUES:
                 pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         replies = iter(pipe.execute())
-        out = []
+        out: list[RunOverview] = []
         for run_id in run_ids:
             state, submitted, created, dataset = next(replies)
             stored = {k: int(v) for k, v in zip(_OVERVIEW_COUNTERS, next(replies), strict=True) if v is not None}

@@ -21,6 +21,17 @@ ROOT = Path(__file__).resolve().parents[2]
 #: [tool.mypy] leaves off), mypy_extensions and typing_extensions (mypy checks code against its own bundled stubs of
 #: them, not the installed ones), tomli (reads pyproject.toml on Python 3.10).
 FINDINGS_UNCHANGED_BY = {"pathspec", "mypy-extensions", "typing-extensions", "tomli"}
+#: Mistakes in a caller of the store and the runner that mypy finds only where their signatures say what they take
+#: and give (not Any): a run listed by ``RunStore.overview`` has no such key, the reply cache needs a Redis client.
+MISUSE = """\
+from ragscore_workers.planning import ResolvedSuite
+from ragscore_workers.store import RunStore
+from orchestrator.runner import judge_cache_may_answer
+
+def misuse(store: RunStore, resolved: ResolvedSuite) -> None:
+    print([run["submited_at"] for run in store.overview([])])
+    judge_cache_may_answer(resolved, "redis://localhost")
+"""
 
 
 def test_mypy_finds_no_error_in_the_packages() -> None:
@@ -28,6 +39,17 @@ def test_mypy_finds_no_error_in_the_packages() -> None:
     CPU, one from it a few)."""
     done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_sees_the_store_and_runner_types_a_caller_misuses(tmp_path: Path) -> None:
+    (tmp_path / "misuse.py").write_text(MISUSE)
+    done = subprocess.run([sys.executable, "-m", "mypy", str(tmp_path / "misuse.py")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    found = [line.split(" error: ")[1] for line in done.stdout.splitlines() if " error: " in line]
+    assert found == [
+        'TypedDict "RunOverview" has no key "submited_at"  [typeddict-item]',
+        'Argument 2 to "judge_cache_may_answer" has incompatible type "str"; expected "Redis"  [arg-type]',
+    ], done.stdout
 
 
 def test_the_dev_extra_pins_mypy_and_what_decides_its_findings_as_installed() -> None:
