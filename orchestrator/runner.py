@@ -1523,25 +1523,35 @@ def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
         )
 
 
-def _started_job(store: RunStore, run_id: str, out_dir: Path) -> dict[str, Any] | None:
-    """The job (the CLI's gates) run ``run_id`` started with, for its resume into ``out_dir``, whose run.json does
-    not name it: the store's (:meth:`~ragscore_workers.store.RunStore.job`); for a run of an older ragscore, whose
-    store kept none, the one kept by the run.json of the folder the store names for it (its out_dir, else its
-    reports_dir, followed where its reports moved: :func:`moved_reports`) where that names the run; else None, said in
-    one line: its gate options are unknown, none kept in ``out_dir/run.json``."""
+def _started_job(store: RunStore, run_id: str, out_dir: Path, own: bool) -> dict[str, Any] | None:
+    """The job (the CLI's gates) run ``run_id`` started with, for its resume into ``out_dir`` (``own``: its own folder,
+    whose run.json records them unknown), whose run.json does not name it: the store's
+    (:meth:`~ragscore_workers.store.RunStore.job`); for a run of an older ragscore, whose store kept none, the one kept
+    by the run.json of the folder the store names for it (its out_dir, else its reports_dir, followed where its
+    reports moved: :func:`moved_reports`) where that names the run and knows them; else None, said in one line: its
+    gate options are unknown, recorded so in ``out_dir/run.json`` (:func:`_kept_job`)."""
     job = store.job(run_id)
     if job is not None:
         return job
-    folder = store.out_dir(run_id) or store.reports_dir(run_id)
-    if folder and (record := recorded_run(moved_reports(Path(folder), run_id)) or {}).get("run_id") == run_id:
-        kept = record.get("job")
-        return kept if isinstance(kept, dict) else {}
-    unread = f"{folder}/run.json, its own folder's, does not name it" if folder else "the store names no folder of it"
+    folder = str(out_dir) if own else store.out_dir(run_id) or store.reports_dir(run_id)
+    record = (recorded_run(moved_reports(Path(folder), run_id)) or {}) if folder else {}
+    names = record.get("run_id") == run_id
+    if names and (kept := _kept_job(record)) is not None:
+        return kept
+    unread = (f"{folder}/run.json records them as unknown" if names else f"{folder}/run.json, its own folder's, does "
+              "not name it" if folder else "the store names no folder of it")  # fmt: skip
     log.warning("run %s was started by an older ragscore, whose run store keeps no gate options, and %s: its gate "
-                "options (--fail-under, --fail-on-regression, --junit) are unknown, and %s keeps none (give them to "
-                "`ragscore run --resume %s` to hold it to them; its suite's gates hold as ever)", run_id, unread,
+                "options (--fail-under, --fail-on-regression, --junit) are unknown, and %s records them so (give them "
+                "to `ragscore run --resume %s` to hold it to them; its suite's gates hold as ever)", run_id, unread,
                 out_dir / "run.json", out_dir)  # fmt: skip
     return None
+
+
+def _kept_job(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The job a run.json ``record`` keeps (the CLI's gates; {}: none, where it names none); None where it records
+    them unknown (``"job": null``: the resume of an older ragscore's run that found none, :func:`_started_job`)."""
+    kept = record.get("job", {})
+    return None if kept is None else kept if isinstance(kept, dict) else {}
 
 
 def recorded_run(out_dir: Path) -> dict[str, Any] | None:
@@ -1617,24 +1627,23 @@ def _recorded_if_lost(out_dir: Path, run_id: str) -> Iterator[None]:
             lost = (f"its Redis lost it while it ran (noticed {noticed}; restarted without persistence, flushed, or "
                     "evicting keys under maxmemory)")  # fmt: skip
             try:
-                _record_run(out_dir, run_id, str(recorded.get("mode", "")), lost=lost, job=recorded.get("job"))
+                _record_run(out_dir, run_id, str(recorded.get("mode", "")), _kept_job(recorded), lost=lost)
             except ConfigError as exc:
                 log.warning("could not mark %s as lost: %s", out_dir / "run.json", exc)
         raise
 
 
-def _record_run(
-    out_dir: Path, run_id: str, mode: str, lost: str | None = None, job: dict[str, Any] | None = None
-) -> None:
+def _record_run(out_dir: Path, run_id: str, mode: str, job: dict[str, Any] | None, lost: str | None = None) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it); ``lost``
     says why it cannot be resumed (its store lost it); ``job``: options of the command that started it which its
-    resume applies too (the CLI's gates). The folders its reports moved from (``moved_from``) are kept where
-    ``DIR/run.json`` names the run already (a resume's: the whole history, not the moves since the last resume);
-    :data:`WRITTEN_AT` is now (of two copies of its reports, the one written last is the run's)."""
+    resume applies too (the CLI's gates; {}: none, None: unknown, :func:`_kept_job`). The folders its reports moved
+    from (``moved_from``) are kept where ``DIR/run.json`` names the run already (a resume's: the whole history, not
+    the moves since the last resume); :data:`WRITTEN_AT` is now (of two copies of its reports, the one written last
+    is the run's)."""
     recorded = recorded_run(out_dir) or {}
     moves = _moves(recorded) if recorded.get("run_id") == run_id else []
     record = {"run_id": run_id, "mode": mode, WRITTEN_AT: time.time()}
-    record |= ({"job": job} if job else {}) | ({"lost": lost} if lost else {})
+    record |= ({"job": job} if job != {} else {}) | ({"lost": lost} if lost else {})
     record |= {"moved_from": moves} if moves else {}
     make_out_dir(out_dir)
     try:
@@ -1718,7 +1727,9 @@ def run(
                     planned = None if Queue.JUDGE.value in queues else 0
                 on_validated(queues, None if planned is None else int(planned))
             # DIR/run.json keeps the job for a 2nd resume too; a resume into another folder has it from the store
-            recorded_job = job if job is not None or resume_id is None else _started_job(store, resume_id, out_dir)
+            recorded_job = job
+            if job is None:  # a new run's: none; a resume's: the store's, else its folder's, else unknown (None)
+                recorded_job = {} if resume_id is None else _started_job(store, resume_id, out_dir, not takes_over)
             moved = move_to_previous(out_dir, caller.option("out")) if takes_over else None
             if moved is not None:  # once the run goes ahead
                 earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
@@ -1736,7 +1747,7 @@ def run(
                 with suppress(OSError):
                     (out_dir / ROWS_STAGED).unlink(missing_ok=True)
             # Named in DIR/run.json before the first row is sent: a run cut off while submitting can resume.
-            _record_run(out_dir, run_id, "cluster" if broker else "embedded", job=recorded_job)
+            _record_run(out_dir, run_id, "cluster" if broker else "embedded", recorded_job)
             if recorded_job is not None:  # for a resume into another folder (a new run's {} noted as submitted)
                 store.note_job(run_id, recorded_job)
             if out_kept:  # where `ragscore resume RUN_ID` writes its reports (not evaluate()'s temporary folder)
@@ -1807,7 +1818,7 @@ def run(
         # the run goes ahead; read under the claim, as no other run moves them or writes its own there meanwhile
         takes_over = resume_id is None or run_named(out_dir) != resume_id
         if not takes_over and job is None:  # the job as it started (its gates), DIR/run.json keeps ({}: it has none)
-            job = (recorded_run(out_dir) or {}).get("job") or {}
+            job = _kept_job(recorded_run(out_dir) or {})  # None: unknown, said again (_started_job)
         if takes_over:  # a resume into another run's DIR is refused, or moves its reports, as a new run there
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None

@@ -180,7 +180,9 @@ def test_the_resume_into_another_folder_of_an_older_ragscores_run_takes_its_gate
     """A run of a ragscore that kept no job in the store (recorded since) resumed with `--out OTHER` wrote
     OTHER/run.json without the gate options it was started with, saying nothing: a `run --resume OTHER` was held to
     none. They are read from the run.json of the folder the store names for it; where none names the run, the resume
-    says in one line that they are unknown. A run started without gate options (its store keeps none) says nothing."""
+    says in one line that they are unknown, and records them so: a later resume (into a fourth folder, or its own) said
+    nothing, reading the third folder's run.json as no gates, and says it again. A run started without gate options
+    (its store keeps none) says nothing."""
     out, client = tmp_path / "out", redis.Redis.from_url(cluster, decode_responses=True)
     job = {"gates": {"fail_under": ["exact_match=0.0"]}}
     run(write_jsonl(tmp_path / "d.jsonl", make_rows(20)), load_suite(SUITE), out, broker=cluster, job=job)
@@ -195,17 +197,30 @@ def test_the_resume_into_another_folder_of_an_older_ragscores_run_takes_its_gate
     assert resumed.returncode == 0, said
     assert (f"run {run_id} was started by an older ragscore, whose run store keeps no gate options, and the store "
             "names no folder of it: its gate options (--fail-under, --fail-on-regression, --junit) are unknown, and "
-            f"{tmp_path / 'third' / 'run.json'} keeps none") in said, said  # fmt: skip
-    assert "job" not in json.loads((tmp_path / "third" / "run.json").read_text())
-    client.hdel(f"ragscore:run:{run_id}:meta", "job", "out_dir", "reports_dir")
-    again = _cli("run", "--resume", str(tmp_path / "third"), "--broker", cluster)  # its own run.json: no gates
-    assert again.returncode == 0 and "unknown" not in again.stderr, again.stderr
+            f"{tmp_path / 'third' / 'run.json'} records them so") in said, said  # fmt: skip
+    assert json.loads((tmp_path / "third" / "run.json").read_text())["job"] is None  # unknown, not none
+    # moved once more (the store names the third folder): still unknown, said again, not read as none
+    resumed = _cli("resume", run_id, "--out", str(tmp_path / "fourth"), "--broker", cluster)
+    said = " ".join(resumed.stderr.split())
+    assert resumed.returncode == 0, said
+    assert (f"and {tmp_path / 'third' / 'run.json'} records them as unknown: its gate options (--fail-under, "
+            f"--fail-on-regression, --junit) are unknown, and {tmp_path / 'fourth' / 'run.json'} records them "
+            "so") in said, said  # fmt: skip
+    assert json.loads((tmp_path / "fourth" / "run.json").read_text())["job"] is None
+    again = _cli("run", "--resume", str(tmp_path / "fourth"), "--broker", cluster)  # its own run.json: unknown
+    said = " ".join(again.stderr.split())
+    assert again.returncode == 0, said
+    assert f"and {tmp_path / 'fourth' / 'run.json'} records them as unknown: its gate options" in said, said
     plain = tmp_path / "plain"
     run(write_jsonl(tmp_path / "e.jsonl", make_rows(10)), load_suite(SUITE), plain, broker=cluster)
     plain_id = json.loads((plain / "run.json").read_text())["run_id"]
     shutil.rmtree(plain)
     resumed = _cli("resume", plain_id, "--out", str(tmp_path / "plain-other"), "--broker", cluster)
     assert resumed.returncode == 0 and "unknown" not in resumed.stderr, resumed.stderr
+    assert "job" not in json.loads((tmp_path / "plain-other" / "run.json").read_text())  # none
+    client.hdel(f"ragscore:run:{plain_id}:meta", "job", "out_dir", "reports_dir")
+    again = _cli("run", "--resume", str(tmp_path / "plain-other"), "--broker", cluster)  # its own run.json: none
+    assert again.returncode == 0 and "unknown" not in again.stderr, again.stderr
 
 
 def test_the_resume_of_a_run_id_whose_folder_a_later_run_took_writes_where_its_reports_moved(
