@@ -1,10 +1,13 @@
 """Where a dataset's rows differ from a run's submitted ones, as a resume's refusal says it: each changed shard (up to
 MAX_SHARDS_NAMED, the rest counted) with every change found there (MAX_ROWS_NAMED of them told over all shards, the
-rest counted). A row of the run's read elsewhere is told moved (to its line), not as a row removed and one inserted.
+rest counted). A row of the run's read elsewhere is told moved (from its line to its new one), not as a row removed
+and one inserted: its line as submitted is its place in the run counted from the line of the last row read in its
+place before the first change (exact where the rows between are a line each, as a JSONL file's are).
 Rows inserted or removed, at any distance, move every later row by as many: the rows after them are compared with the
 run's moved so, and each run shard whose rows are all read, moved or not, has its content checked against its digest.
 A run whose submission was cut off is compared up to the last row it sent (its last shard read whole wherever its rows
-moved); the rows it never sent are not compared (the resume sends them).
+moved); the rows it never sent are not compared (the resume sends them), but a row of the run's found removed that is
+read there is told moved (to where the submission had not reached).
 
 Cost: nothing beyond the shard-by-shard compare while the rows are the run's in their places; from the first row out of
 its place, one read of the run's item keys into a dict (one entry a run row: the bound on memory), then one lookup a
@@ -177,10 +180,14 @@ class RowsCompared:
         self.found: list[_Found | tuple[int, str, str]] = []  # in order; a change of content as (shard, where, what)
         self.more: _Found | None = None  # the rows after the run's end
         self.removed = False  # whether any of the run's rows were found removed (a row past its end may be one moved)
+        self.offset = 0  # a run row's line as submitted, less its place: of the last row read in place before a change
+        self.in_place = True  # whether every row read so far was the run's, in its place
 
     def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
         """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
         self.shard, self.line = shard, lines[-1]
+        if shard == 0:  # the run's first row, as submitted, at the dataset's first line
+            self.offset = lines[0]
         if self.at == shard * self.run.shard_rows and mine == self.run.rows(shard):  # the run's shard, in its place
             for at, line, row in zip(range(self.at, self.at + len(rows)), lines, rows, strict=True):
                 self._take(at, line, row)
@@ -225,12 +232,14 @@ class RowsCompared:
         if keys == expected:
             self._found_inserted()
             self._take(self.at, line, row)
-        elif expected is None:  # past the run's end: a cut-off submission's rows never sent, not compared
-            if self.run.cut_off:
-                return
-            self.more = self.more or _Found(self.shard)
+        elif expected is None:  # past the run's end
             # a row moved there is one found removed: none found, the run's keys are not all read for a row appended
-            self.more.add(line, self.run.place(keys) if self.removed else None)
+            place = self.run.place(keys) if self.removed else None
+            if self.run.cut_off and place is None:  # a cut-off submission's rows never sent: not compared
+                return
+            self.in_place = False
+            self.more = self.more or _Found(self.shard)
+            self.more.add(line, place)
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
             self._insert(line, place)
         elif after is not None and (next_place := self.run.place(after)) is not None and self.at <= next_place < place:
@@ -241,6 +250,7 @@ class RowsCompared:
 
     def _insert(self, line: int, place: int | None) -> None:
         """The row read from ``line`` (the run's row ``place``, None where it has no such row) is inserted."""
+        self.in_place = False
         self.inserted = self.inserted or _Found(self.shard)
         self.inserted.add(line, place)
 
@@ -250,7 +260,7 @@ class RowsCompared:
         found, self.inserted = self.inserted or _Found(self.shard), None
         found.removed, found.line = range(self.at, upto), line
         self.found.append(found)
-        self.removed = True
+        self.removed, self.in_place = True, False
 
     def _found_inserted(self) -> None:
         """The rows inserted in a row, if any, found."""
@@ -293,16 +303,18 @@ class RowsCompared:
     def _tell_more(self, found: _Found, moved: dict[int, int]) -> None:
         """Tell the rows past the run's end (``found``), less those ``moved`` (line -> the run's place) there."""
         n, first, _ = found.lines(moved)
-        if n:
+        if n and not self.run.cut_off:  # a cut-off submission's: only its rows moved there, the others not compared
             self.changes.add(found.shard, f"from line {first} on: {counted(n, 'row')} more than the run had there")
         self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
 
     def _tell_moved(self, shard: int, rows: list[tuple[int, int]]) -> None:
-        """Tell the run's ``rows`` (line, the run's place) moved to their lines (read in ``shard``)."""
+        """Tell the run's ``rows`` (line, the run's place) moved from their lines as submitted to those read (in
+        ``shard``)."""
         if rows:
             where = _lines(len(rows), rows[0][0], rows[-1][0])
+            was = _lines_listed(sorted(place + self.offset for _, place in rows))
             places = [place for _, place in rows[:MAX_ROWS_NAMED]]
-            self.changes.add(shard, self._naming("", places, len(rows), f" moved to {where}"))
+            self.changes.add(shard, self._naming("", places, len(rows), f" moved from {was} to {where}"))
 
     def _naming(self, head: str, places: list[int], n: int, tail: str) -> Callable[[], str]:
         """What writes ``head``, ``the run's rows 'q150', 'q151' and 3 more`` (``n`` of the run's rows, the first at
@@ -317,6 +329,8 @@ class RowsCompared:
 
     def _take(self, at: int, line: int, row: Any) -> None:
         """The row read from ``line`` is the run's row ``at``."""
+        if self.in_place:
+            self.offset = line - at
         self.at = at + 1
         self.read_by_shard.setdefault(at // self.run.shard_rows, []).append((self.shard, line, row))
 
@@ -333,3 +347,10 @@ class RowsCompared:
 def _lines(n: int, first: int, last: int) -> str:
     """``line 4`` or ``lines 4-6``: where ``n`` rows are, from the ``first`` line to the ``last``."""
     return f"line {first}" if n == 1 else f"lines {first}-{last}"
+
+
+def _lines_listed(lines: list[int]) -> str:
+    """``line 4``, ``lines 4-6`` where ``lines`` (sorted) follow one another, else ``lines 4, 9, 20 and 2 more``."""
+    if lines[-1] - lines[0] == len(lines) - 1:
+        return _lines(len(lines), lines[0], lines[-1])
+    return f"lines {listed([str(line) for line in lines], MAX_ROWS_NAMED)}"

@@ -151,7 +151,9 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
     row there, so the shard was only partly read and its digest never checked, and a row edited in it went unsaid;
     rows missing from it were refused only later, as '(shard 1)'. The check now reads on to the end of what was sent:
     the edit and the rows missing are told (with no row at all too: that resume took the run for one that sent
-    nothing), and the rows never sent are not compared (the resume sends them)."""
+    nothing), and the rows never sent are not compared (the resume sends them). A row it sent moved past what it sent
+    was told removed: it is told moved (it is the run's); a row never sent moved into what it sent is told inserted
+    (new to the run)."""
     from orchestrator import runner
 
     monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # said at each shard sent: the Ctrl-C comes after the second
@@ -179,6 +181,14 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
         write_jsonl(data, rows[:35])
         with pytest.raises(DatasetError, match=re.escape("(shard 1: other ids or order, ending at line 35: 5 rows "
                                                          "fewer than the run had there)")):  # fmt: skip
+            resume(store, run_id)
+        write_jsonl(data, [*rows[:5], *rows[6:45], rows[5], *rows[45:]])  # q5, sent, moved where none was sent
+        with pytest.raises(DatasetError, match=re.escape("(shard 2: other ids or order, the run's row 'q5' moved from "
+                                                         "line 6 to line 45); start a new run")):  # fmt: skip
+            resume(store, run_id)
+        write_jsonl(data, [*rows[:5], rows[45], *rows[5:45], *rows[46:]])  # q45, never sent, moved where some were
+        with pytest.raises(DatasetError, match=re.escape("(shard 0: other ids or order, 1 row inserted at line 6); "
+                                                         "start a new run")):  # fmt: skip
             resume(store, run_id)
         write_jsonl(data, [])  # no row at all: the rows it sent are missing too
         with pytest.raises(DatasetError, match=re.escape("(it has a different number of rows)")):
@@ -286,7 +296,7 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
             resume(store, sub.run_id)
         write_jsonl(data, [*rows[:120], {**rows[120], "id": "renamed"}, rows[122], rows[121], *rows[123:]])
         said = ("shard 1: other ids or order, line 121 holds another row in place of the run's row 'q120', the run's "
-                "row 'q122' moved to line 122)")  # fmt: skip
+                "row 'q122' moved from line 123 to line 122)")  # fmt: skip
         with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
         # A row inserted or removed mid-shard moves the shard's later rows: not counted as 50 rows not the run's.
@@ -367,8 +377,8 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
         # inserted again (every later shard named).
         write_jsonl(data, [*rows[:5], rows[150], *rows[6:150], rows[5], *rows[151:]])
         swapped = (
-            "(shard 0: other ids or order, the run's row 'q150' moved to line 6; shard 7: other ids or order, the "
-            "run's row 'q5' moved to line 151); start a new run"
+            "(shard 0: other ids or order, the run's row 'q150' moved from line 151 to line 6; shard 7: other ids or "
+            "order, the run's row 'q5' moved from line 6 to line 151); start a new run"
         )
         with pytest.raises(DatasetError, match=re.escape(swapped)):
             resume(store, sub.run_id)
@@ -387,32 +397,37 @@ def _each_refused(store: RunStore, run_id: str, data: Path, cases: list[tuple[li
 
 def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_such(tmp_path: Path) -> None:
     """Two adjacent rows swapped read as a row inserted and one removed, a row moved to the end as one removed and one
-    more than the run had: a row read out of its place that is one of the run's rows read as removed is told moved, to
-    its line; a block moved is told as one change, and a real insert or removal keeps its own wording (rows past the
-    run's end too: added, or moved there)."""
+    more than the run had: a row read out of its place that is one of the run's rows read as removed is told moved,
+    from its line to its new one; a block moved is told as one change, and a real insert or removal keeps its own
+    wording (rows past the run's end too: added, or moved there)."""
     with _submitted(tmp_path, 50, seed=2, shard_rows=20) as (store, sub, _):  # no worker: the run stays running
         rows, data = make_rows(50, seed=2), tmp_path / "d.jsonl"
         cases = [  # what the file holds, what the refusal says
-            ([*rows[:21], rows[22], rows[21], *rows[23:]], "(shard 1: other ids or order, the run's row 'q22' moved to "
-             "line 22)"),  # adjacent rows swapped
-            ([*rows[:7], *rows[8:], rows[7]], "(shard 2: other ids or order, the run's row 'q7' moved to line 50)"),
+            ([*rows[:21], rows[22], rows[21], *rows[23:]], "(shard 1: other ids or order, the run's row 'q22' moved "
+             "from line 23 to line 22)"),  # adjacent rows swapped
+            ([*rows[:7], *rows[8:], rows[7]], "(shard 2: other ids or order, the run's row 'q7' moved from line 8 "
+             "to line 50)"),
             ([*rows[:5], rows[45], *rows[6:45], rows[5], *rows[46:]], "(shard 0: other ids or order, the run's row "
-             "'q45' moved to line 6; shard 2: other ids or order, the run's row 'q5' moved to line 46)"),  # far apart
+             "'q45' moved from line 46 to line 6; shard 2: other ids or order, the run's row 'q5' moved from line 6 to "
+             "line 46)"),  # far apart
             ([*rows[:10], *rows[15:], *rows[10:15]], "(shard 2: other ids or order, the run's rows 'q10', 'q11', 'q12' "
-             "and 2 more moved to lines 46-50)"),  # a block moved to the end: one change
-            ([*rows[:10], rows[49], *rows[10:49]], "(shard 0: other ids or order, the run's row 'q49' moved to line "
-             "11)"),  # the run's last row moved back: not one inserted and one fewer at the end
+             "and 2 more moved from lines 11-15 to lines 46-50)"),  # a block moved to the end: one change
+            ([*rows[:10], rows[49], *rows[10:49]], "(shard 0: other ids or order, the run's row 'q49' moved from "
+             "line 50 to line 11)"),  # the run's last row moved back: not one inserted and one fewer at the end
             ([*rows[:10], {**rows[0], "id": "new"}, *rows[10:]], "(shard 0: other ids or order, 1 row inserted at line "
              "11)"),
             ([*rows[:10], *rows[11:]], "(shard 0: other ids or order, the run's row 'q10' removed before line 11)"),
             # a row moved and another removed: each its own wording
             ([*rows[:3], rows[30], *rows[3:30], *rows[32:]], "(shard 0: other ids or order, the run's row 'q30' moved "
-             "to line 4; shard 1: other ids or order, the run's row 'q31' removed before line 32)"),
+             "from line 31 to line 4; shard 1: other ids or order, the run's row 'q31' removed before line 32)"),
             # rows past the run's end: one added is told added, one of the run's rows removed before is told moved
             ([*rows, {**rows[0], "id": "new"}], "(shard 2: other ids or order, from line 51 on: 1 row more than the "
              "run had there)"),
             ([*rows[:7], *rows[8:], {**rows[0], "id": "new"}, rows[7]], "(shard 2: other ids or order, from line 50 "
-             "on: 1 row more than the run had there, the run's row 'q7' moved to line 51)"),
+             "on: 1 row more than the run had there, the run's row 'q7' moved from line 8 to line 51)"),
+            # rows far apart moved to the end together: the lines they were on listed, not spanned
+            ([*(r for r in rows if r["id"] not in ("q3", "q10", "q30")), rows[3], rows[10], rows[30]], "(shard 2: "
+             "other ids or order, the run's rows 'q3', 'q10', 'q30' moved from lines 4, 11, 31 to lines 48-50)"),
         ]  # fmt: skip
         _each_refused(store, sub.run_id, data, cases)
 
