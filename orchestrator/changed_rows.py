@@ -1,8 +1,8 @@
 """Where a dataset's rows differ from a run's submitted ones, as a resume's refusal says it: each changed shard (up to
 MAX_SHARDS_NAMED, the rest counted) with every change found there (MAX_ROWS_NAMED of them told over all shards, the
-rest counted). A row of the run's read elsewhere is told moved (from its line to its new one), not as a row removed
-and one inserted: its line as submitted is its place in the run counted from the line of the last row read in its
-place before the first change (exact where the rows between are a line each, as a JSONL file's are).
+rest counted). A row of the run's read elsewhere is told moved (from its place in the run to its line), not as a row
+removed and one inserted: the store keeps no row's line as submitted, which blank lines, bad rows and CSV records
+of several lines put any distance past its place, so where it was is said by its place (``row 31 of the run``).
 Rows inserted or removed, at any distance, move every later row by as many: the rows after them are compared with the
 run's moved so, and each run shard whose rows are all read, moved or not, has its content checked against its digest.
 A run whose submission was cut off is compared up to the last row it sent (its last shard read whole wherever its rows
@@ -180,14 +180,10 @@ class RowsCompared:
         self.found: list[_Found | tuple[int, str, str]] = []  # in order; a change of content as (shard, where, what)
         self.more: _Found | None = None  # the rows after the run's end
         self.removed = False  # whether any of the run's rows were found removed (a row past its end may be one moved)
-        self.offset = 0  # a run row's line as submitted, less its place: of the last row read in place before a change
-        self.in_place = True  # whether every row read so far was the run's, in its place
 
     def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
         """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
         self.shard, self.line = shard, lines[-1]
-        if shard == 0:  # the run's first row, as submitted, at the dataset's first line
-            self.offset = lines[0]
         if self.at == shard * self.run.shard_rows and mine == self.run.rows(shard):  # the run's shard, in its place
             for at, line, row in zip(range(self.at, self.at + len(rows)), lines, rows, strict=True):
                 self._take(at, line, row)
@@ -237,7 +233,6 @@ class RowsCompared:
             place = self.run.place(keys) if self.removed else None
             if self.run.cut_off and place is None:  # a cut-off submission's rows never sent: not compared
                 return
-            self.in_place = False
             self.more = self.more or _Found(self.shard)
             self.more.add(line, place)
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
@@ -250,7 +245,6 @@ class RowsCompared:
 
     def _insert(self, line: int, place: int | None) -> None:
         """The row read from ``line`` (the run's row ``place``, None where it has no such row) is inserted."""
-        self.in_place = False
         self.inserted = self.inserted or _Found(self.shard)
         self.inserted.add(line, place)
 
@@ -260,7 +254,7 @@ class RowsCompared:
         found, self.inserted = self.inserted or _Found(self.shard), None
         found.removed, found.line = range(self.at, upto), line
         self.found.append(found)
-        self.removed, self.in_place = True, False
+        self.removed = True
 
     def _found_inserted(self) -> None:
         """The rows inserted in a row, if any, found."""
@@ -308,13 +302,15 @@ class RowsCompared:
         self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
 
     def _tell_moved(self, shard: int, rows: list[tuple[int, int]]) -> None:
-        """Tell the run's ``rows`` (line, the run's place) moved from their lines as submitted to those read (in
+        """Tell the run's ``rows`` (line, the run's place) moved from their places in the run to the lines read (in
         ``shard``)."""
         if rows:
             where = _lines(len(rows), rows[0][0], rows[-1][0])
-            was = _lines_listed(sorted(place + self.offset for _, place in rows))
-            places = [place for _, place in rows[:MAX_ROWS_NAMED]]
-            self.changes.add(shard, self._naming("", places, len(rows), f" moved from {was} to {where}"))
+            places = [place for _, place in rows]
+            was = f"{noun(len(rows), 'row')} {_numbered([place + 1 for place in places])} of the run"
+            self.changes.add(
+                shard, self._naming("", places[:MAX_ROWS_NAMED], len(rows), f" moved from {was} to {where}")
+            )
 
     def _naming(self, head: str, places: list[int], n: int, tail: str) -> Callable[[], str]:
         """What writes ``head``, ``the run's rows 'q150', 'q151' and 3 more`` (``n`` of the run's rows, the first at
@@ -329,8 +325,6 @@ class RowsCompared:
 
     def _take(self, at: int, line: int, row: Any) -> None:
         """The row read from ``line`` is the run's row ``at``."""
-        if self.in_place:
-            self.offset = line - at
         self.at = at + 1
         self.read_by_shard.setdefault(at // self.run.shard_rows, []).append((self.shard, line, row))
 
@@ -349,8 +343,9 @@ def _lines(n: int, first: int, last: int) -> str:
     return f"line {first}" if n == 1 else f"lines {first}-{last}"
 
 
-def _lines_listed(lines: list[int]) -> str:
-    """``line 4``, ``lines 4-6`` where ``lines`` (sorted) follow one another, else ``lines 4, 9, 20 and 2 more``."""
-    if lines[-1] - lines[0] == len(lines) - 1:
-        return _lines(len(lines), lines[0], lines[-1])
-    return f"lines {listed([str(line) for line in lines], MAX_ROWS_NAMED)}"
+def _numbered(numbers: list[int]) -> str:
+    """``4``; ``4-6`` where the (distinct) ``numbers`` follow one another in some order; else ``31, 4, 11 and 2
+    more``, in their order (that of the rows named with them)."""
+    if len(numbers) > 1 and max(numbers) - min(numbers) == len(numbers) - 1:
+        return f"{min(numbers)}-{max(numbers)}"
+    return listed([str(number) for number in numbers], MAX_ROWS_NAMED)

@@ -184,7 +184,7 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
             resume(store, run_id)
         write_jsonl(data, [*rows[:5], *rows[6:45], rows[5], *rows[45:]])  # q5, sent, moved where none was sent
         with pytest.raises(DatasetError, match=re.escape("(shard 2: other ids or order, the run's row 'q5' moved from "
-                                                         "line 6 to line 45); start a new run")):  # fmt: skip
+                                                         "row 6 of the run to line 45); start a new run")):  # fmt: skip
             resume(store, run_id)
         write_jsonl(data, [*rows[:5], rows[45], *rows[5:45], *rows[46:]])  # q45, never sent, moved where some were
         with pytest.raises(DatasetError, match=re.escape("(shard 0: other ids or order, 1 row inserted at line 6); "
@@ -296,7 +296,7 @@ def test_a_refused_resume_leaves_a_running_run_running_and_edited_rows_are_refus
             resume(store, sub.run_id)
         write_jsonl(data, [*rows[:120], {**rows[120], "id": "renamed"}, rows[122], rows[121], *rows[123:]])
         said = ("shard 1: other ids or order, line 121 holds another row in place of the run's row 'q120', the run's "
-                "row 'q122' moved from line 123 to line 122)")  # fmt: skip
+                "row 'q122' moved from row 123 of the run to line 122)")  # fmt: skip
         with pytest.raises(DatasetError, match=re.escape(said)):
             resume(store, sub.run_id)
         # A row inserted or removed mid-shard moves the shard's later rows: not counted as 50 rows not the run's.
@@ -377,8 +377,8 @@ def test_a_refusal_finds_rows_inserted_or_removed_at_any_distance_and_checks_mov
         # inserted again (every later shard named).
         write_jsonl(data, [*rows[:5], rows[150], *rows[6:150], rows[5], *rows[151:]])
         swapped = (
-            "(shard 0: other ids or order, the run's row 'q150' moved from line 151 to line 6; shard 7: other ids or "
-            "order, the run's row 'q5' moved from line 6 to line 151); start a new run"
+            "(shard 0: other ids or order, the run's row 'q150' moved from row 151 of the run to line 6; shard 7: "
+            "other ids or order, the run's row 'q5' moved from row 6 of the run to line 151); start a new run"
         )
         with pytest.raises(DatasetError, match=re.escape(swapped)):
             resume(store, sub.run_id)
@@ -398,38 +398,75 @@ def _each_refused(store: RunStore, run_id: str, data: Path, cases: list[tuple[li
 def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_such(tmp_path: Path) -> None:
     """Two adjacent rows swapped read as a row inserted and one removed, a row moved to the end as one removed and one
     more than the run had: a row read out of its place that is one of the run's rows read as removed is told moved,
-    from its line to its new one; a block moved is told as one change, and a real insert or removal keeps its own
-    wording (rows past the run's end too: added, or moved there)."""
+    from its place in the run to its line; a block moved is told as one change, and a real insert or removal keeps its
+    own wording (rows past the run's end too: added, or moved there)."""
     with _submitted(tmp_path, 50, seed=2, shard_rows=20) as (store, sub, _):  # no worker: the run stays running
         rows, data = make_rows(50, seed=2), tmp_path / "d.jsonl"
         cases = [  # what the file holds, what the refusal says
             ([*rows[:21], rows[22], rows[21], *rows[23:]], "(shard 1: other ids or order, the run's row 'q22' moved "
-             "from line 23 to line 22)"),  # adjacent rows swapped
-            ([*rows[:7], *rows[8:], rows[7]], "(shard 2: other ids or order, the run's row 'q7' moved from line 8 "
-             "to line 50)"),
+             "from row 23 of the run to line 22)"),  # adjacent rows swapped
+            ([*rows[:7], *rows[8:], rows[7]], "(shard 2: other ids or order, the run's row 'q7' moved from row 8 of "
+             "the run to line 50)"),
             ([*rows[:5], rows[45], *rows[6:45], rows[5], *rows[46:]], "(shard 0: other ids or order, the run's row "
-             "'q45' moved from line 46 to line 6; shard 2: other ids or order, the run's row 'q5' moved from line 6 to "
-             "line 46)"),  # far apart
+             "'q45' moved from row 46 of the run to line 6; shard 2: other ids or order, the run's row 'q5' moved "
+             "from row 6 of the run to line 46)"),  # far apart
             ([*rows[:10], *rows[15:], *rows[10:15]], "(shard 2: other ids or order, the run's rows 'q10', 'q11', 'q12' "
-             "and 2 more moved from lines 11-15 to lines 46-50)"),  # a block moved to the end: one change
+             "and 2 more moved from rows 11-15 of the run to lines 46-50)"),  # a block moved to the end: one change
             ([*rows[:10], rows[49], *rows[10:49]], "(shard 0: other ids or order, the run's row 'q49' moved from "
-             "line 50 to line 11)"),  # the run's last row moved back: not one inserted and one fewer at the end
+             "row 50 of the run to line 11)"),  # the run's last row moved back: not one inserted, one fewer at the end
             ([*rows[:10], {**rows[0], "id": "new"}, *rows[10:]], "(shard 0: other ids or order, 1 row inserted at line "
              "11)"),
             ([*rows[:10], *rows[11:]], "(shard 0: other ids or order, the run's row 'q10' removed before line 11)"),
             # a row moved and another removed: each its own wording
             ([*rows[:3], rows[30], *rows[3:30], *rows[32:]], "(shard 0: other ids or order, the run's row 'q30' moved "
-             "from line 31 to line 4; shard 1: other ids or order, the run's row 'q31' removed before line 32)"),
+             "from row 31 of the run to line 4; shard 1: other ids or order, the run's row 'q31' removed before line "
+             "32)"),
             # rows past the run's end: one added is told added, one of the run's rows removed before is told moved
             ([*rows, {**rows[0], "id": "new"}], "(shard 2: other ids or order, from line 51 on: 1 row more than the "
              "run had there)"),
             ([*rows[:7], *rows[8:], {**rows[0], "id": "new"}, rows[7]], "(shard 2: other ids or order, from line 50 "
-             "on: 1 row more than the run had there, the run's row 'q7' moved from line 8 to line 51)"),
-            # rows far apart moved to the end together: the lines they were on listed, not spanned
-            ([*(r for r in rows if r["id"] not in ("q3", "q10", "q30")), rows[3], rows[10], rows[30]], "(shard 2: "
-             "other ids or order, the run's rows 'q3', 'q10', 'q30' moved from lines 4, 11, 31 to lines 48-50)"),
+             "on: 1 row more than the run had there, the run's row 'q7' moved from row 8 of the run to line 51)"),
+            # rows far apart moved to the end together: their places listed, not spanned, in the order named
+            ([*(r for r in rows if r["id"] not in ("q3", "q10", "q30")), rows[30], rows[3], rows[10]], "(shard 2: "
+             "other ids or order, the run's rows 'q30', 'q3', 'q10' moved from rows 31, 4, 11 of the run to lines "
+             "48-50)"),
         ]  # fmt: skip
         _each_refused(store, sub.run_id, data, cases)
+
+
+def test_a_row_moved_is_said_by_its_place_in_the_run_not_by_a_line_it_may_not_have_been_on(tmp_path: Path) -> None:
+    """The store keeps no row's line as submitted: a row moved was said 'moved from line N' with N reckoned from its
+    place, wrong where the file as submitted had a bad row or blank lines before it (JSONL: 'q30' was on line 34, said
+    31) or CSV records of several lines (line 62, said 34). Its place in the run is said, which is exact."""
+    server = RedisProcess(tmp_path / "redis").start()  # no worker: the runs stay submitted
+    try:
+        store, rows = connect(server.url), make_rows(50, seed=2)
+        moved = [*rows[:3], rows[30], *rows[3:30], *rows[31:]]
+        said = "(shard 0: other ids or order, the run's row 'q30' moved from row 31 of the run to line {}); start"
+        jsonl = [json.dumps(row) for row in rows]
+        jsonl[10:10] = ["{not json"]  # a bad row, line 11
+        jsonl[20:20] = ["", ""]  # blank lines, 21 and 22
+        data = tmp_path / "d.jsonl"
+        data.write_text("\n".join(jsonl) + "\n", encoding="utf-8")
+        run_id = submit(data, load_suite(SUITE), store, shard_rows=20).run_id
+        assert data.read_text(encoding="utf-8").splitlines().index(json.dumps(rows[30])) + 1 == 34
+        write_jsonl(data, moved)
+        with pytest.raises(DatasetError, match=re.escape(said.format(4))):
+            resume(store, run_id)
+        table = tmp_path / "d.csv"  # each record two lines: an answer of two
+
+        def write_csv(written: list[dict[str, Any]]) -> None:
+            records = "".join(f'{r["id"]},{r["question"]},"{r["answer"]}\nmore"\n' for r in written)
+            table.write_text(f"id,question,answer\n{records}", encoding="utf-8")
+
+        write_csv(rows)
+        run_id = submit(table, load_suite(SUITE), store, shard_rows=20).run_id
+        assert table.read_text(encoding="utf-8").splitlines().index('q30,question 30?,"' + rows[30]["answer"]) == 61
+        write_csv(moved)
+        with pytest.raises(DatasetError, match=re.escape(said.format(8))):
+            resume(store, run_id)
+    finally:
+        server.stop()
 
 
 def test_a_target_runs_refusal_compares_its_rows_moved_by_rows_inserted_or_removed(tmp_path: Path) -> None:
