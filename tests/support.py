@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -83,10 +84,27 @@ def free_port() -> int:
 @contextlib.contextmanager
 def closed_port() -> Iterator[int]:
     """A loopback port nothing listens on while the ``with`` lasts: a connect to it is refused. It stays bound, never
-    listening and without SO_REUSEADDR, so no other test's server can take it meanwhile (a ``free_port()`` could be)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        yield s.getsockname()[1]
+    listening and without SO_REUSEADDR, so no other test's server can take it meanwhile (a ``free_port()`` could be),
+    on 127.0.0.1 and on ::1 alike: ``localhost`` names both, and a client may try ::1 first."""
+    while True:
+        with contextlib.ExitStack() as held:
+            ipv4 = held.enter_context(socket.socket())
+            ipv4.bind(("127.0.0.1", 0))
+            port = ipv4.getsockname()[1]
+            if _held_on_ipv6_loopback(held, port):
+                yield port
+                return
+
+
+def _held_on_ipv6_loopback(held: contextlib.ExitStack, port: int) -> bool:
+    """Bind ``port`` on ::1 too, kept open by ``held``: False where another socket has it there (take another port);
+    True also on a host without IPv6, where no client reaches ::1 either."""
+    try:
+        ipv6 = held.enter_context(socket.socket(socket.AF_INET6))
+        ipv6.bind(("::1", port))
+    except OSError as exc:
+        return exc.errno != errno.EADDRINUSE
+    return True
 
 
 def _tcp_ports(args: list[str]) -> set[int]:
@@ -185,14 +203,15 @@ class WorkerProcess:
         self.proc = subprocess.Popen(self.args, env=self.env, cwd=ROOT, start_new_session=True)
         return self
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 30.0) -> None:
+        """SIGTERM (a warm stop); still there ``grace_s`` later (a task it waits for runs on), it is killed with every
+        process under it: its Celery workers run in sessions of their own, which a kill of its group missed."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(30)
+                self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(10)
+                kill_whole(self)
 
 
 def ragscore_worker(
@@ -238,6 +257,12 @@ def command_line(proc: psutil.Process) -> list[str]:
         return proc.cmdline()
     except psutil.Error:  # NoSuchProcess (ZombieProcess with it), AccessDenied
         return []
+
+
+def celery_workers(pid: int) -> list[psutil.Process]:
+    """The Celery workers among the children of ``pid`` (a ``ragscore worker``, a run), picked by command line: a
+    process may have other children than its workers (a sandbox, a watcher, ...)."""
+    return [child for child in psutil.Process(pid).children() if "celery" in command_line(child)]
 
 
 def tls_certificates(tmp: Path) -> dict[str, Path]:

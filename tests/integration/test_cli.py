@@ -27,6 +27,7 @@ from ..support import (
     ROOT,
     RedisProcess,
     WorkerProcess,
+    celery_workers,
     closed_port,
     command_line,
     interruptible,
@@ -780,7 +781,7 @@ def test_ragscore_worker_whose_stderr_is_never_read_still_runs_tasks(tmp_path: P
         subprocess.run([sys.executable, "-c", send], env=env, cwd=ROOT, check=True, capture_output=True, timeout=120)
         ran = lambda: logged().count("] raised unexpected: ConfigError(")  # noqa: E731
         assert until(lambda: ran() >= tasks or proc.poll() is not None, 240), f"{ran()} of {tasks} tasks ran"
-        os.killpg(psutil.Process(proc.pid).children()[0].pid, signal.SIGKILL)  # its warning that it restarted it
+        os.killpg(celery_workers(proc.pid)[0].pid, signal.SIGKILL)  # its warning that it restarted it
         assert until(lambda: logged().count(" ready.") == 2 or proc.poll() is not None, 240), logged()[-3000:]
     finally:
         reader = threading.Thread(target=lambda: said.extend(iter(lambda: os.read(read_end, 65536), b"")), daemon=True)

@@ -34,6 +34,7 @@ from ..support import (
     ROOT,
     RedisProcess,
     WorkerProcess,
+    celery_workers,
     command_line,
     kill_whole,
     make_rows,
@@ -51,7 +52,7 @@ SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 
 def _celery_mains(worker: WorkerProcess) -> list[psutil.Process]:
     """The Celery main processes ``ragscore worker`` supervises (one per queue)."""
     assert worker.proc is not None
-    return psutil.Process(worker.proc.pid).children()
+    return celery_workers(worker.proc.pid)
 
 
 def _worker_said(home: Path, text: str) -> bool:

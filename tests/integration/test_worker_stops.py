@@ -25,7 +25,7 @@ from ragscore_workers.kept import RENEW_S
 from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, StopWatch, stopping_workers
 from ragscore_workers.store import RunStore, redis_client
 
-from ..support import RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, celery_workers, command_line, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def _status(store, run_id: str) -> str:  # type: ignore[no-untyped-def]
 
 def _celery_main(worker: WorkerProcess) -> psutil.Process:
     assert worker.proc is not None
-    (main,) = psutil.Process(worker.proc.pid).children()
+    (main,) = celery_workers(worker.proc.pid)
     return main
 
 
@@ -57,16 +57,22 @@ def _started(store, run_id: str) -> bool:  # type: ignore[no-untyped-def]
     return held_messages(store, run_id).held > 0
 
 
-def _held_by_a_running_worker(tmp_path: Path, worker: WorkerProcess) -> tuple[RunStore, str]:
-    """A store and a run of one slow row that ``worker`` (started here) holds past ORPHAN_SETTLED_S."""
+def _taken_by_a_running_worker(tmp_path: Path, worker: WorkerProcess) -> tuple[RunStore, str]:
+    """A store and a run of one slow row (SLEEP_S) whose message ``worker`` (started here) holds now."""
     store = connect(worker.env["RAGSCORE_BROKER_URL"])
     rows = [{"id": "q0", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}]
     suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
     run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
     worker.start()
     assert until(lambda: _started(store, run_id), 240), "the worker never took the run's message"
-    time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if its worker does not list it
     return store, run_id
+
+
+def _held_by_a_running_worker(tmp_path: Path, worker: WorkerProcess) -> tuple[RunStore, str]:
+    """:func:`_taken_by_a_running_worker`'s run, held past ORPHAN_SETTLED_S."""
+    taken = _taken_by_a_running_worker(tmp_path, worker)
+    time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if its worker does not list it
+    return taken
 
 
 def _keep(said: list[str], text: str) -> str:
@@ -219,6 +225,26 @@ def test_a_store_user_that_may_not_read_the_stopping_keys_still_gets_the_held_wo
         found = held_messages(store, "run-x")
         assert (found.held, [o.queue for o in found.orphans], found.finishing) == (1, ["cpu"], []), found
     finally:
+        server.stop()
+
+
+def test_the_tests_stop_of_a_worker_whose_warm_stop_outlasts_its_grace_leaves_no_process_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """WorkerProcess.stop, every test's cleanup, killed the process group of a ``ragscore worker`` still stopping
+    after its grace, which missed its Celery worker (a session of its own): that one finished what it held, minutes
+    on (a judge chunk waiting out a 429's pause, in a failing test_cancelled_while_paused)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = _slow_cpu_worker(server.url, tmp_path, monkeypatch)
+    try:
+        _taken_by_a_running_worker(tmp_path, worker)
+        assert worker.proc is not None
+        below = psutil.Process(worker.proc.pid).children(recursive=True)
+        worker.stop(grace_s=1)  # its task has SLEEP_S to run: the warm stop outlasts the grace
+        _, left = psutil.wait_procs(below, timeout=10)  # killed: gone at once, where SLEEP_S is far off
+        assert left == [], [command_line(p) for p in left]
+    finally:
+        worker.stop()
         server.stop()
 
 

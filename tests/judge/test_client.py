@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from types import CodeType, FrameType
 from typing import Any
 
 import httpx
@@ -35,7 +38,7 @@ from ragscore_workers.providers.run_state import HOLD_MARGIN_S
 from ragscore_workers.schemas import JudgeConfig
 
 from ..fakes import FakeProvider
-from ..support import backoff_pauses, closed_port
+from ..support import backoff_pauses, closed_port, until
 
 PARAMS = CompletionParams(temperature=0.0, max_tokens=16)
 FAST = {"backoff_initial_s": 0.01, "backoff_max_s": 0.05}
@@ -509,16 +512,16 @@ def test_a_call_waiting_for_the_rate_limit_stops_soon_once_its_run_was_cancelled
     assert fake.stats().get("requests", 0) == 0 and client.state.read()["calls"] == 0
 
 
-def _watch_state_reads(rclient: redis.Redis, meta_key: str, until: str) -> tuple[threading.Thread, list[float]]:
+def _watch_state_reads(rclient: redis.Redis, meta_key: str, last: str) -> tuple[threading.Thread, list[float]]:
     """Redis's MONITOR in a thread: the times of the reads of the run's state (``HGET meta state``) it sees, until
-    ``ECHO until``."""
+    ``ECHO last``."""
     seen: list[float] = []
     ready = threading.Event()
 
     def watch() -> None:
         with rclient.monitor() as monitor:
             ready.set()
-            while (command := monitor.next_command()) and until not in command["command"]:
+            while (command := monitor.next_command()) and last not in command["command"]:
                 if command["command"].lower() == f"hget {meta_key} state":
                     seen.append(command["time"])
 
@@ -526,6 +529,18 @@ def _watch_state_reads(rclient: redis.Redis, meta_key: str, until: str) -> tuple
     thread.start()
     assert ready.wait(10)
     return thread, seen
+
+
+def _threads_in(function: Callable[..., object]) -> int:
+    """How many threads of this process run ``function`` now (a call waiting at the limiter sleeps in its acquire)."""
+    return sum(_runs(frame, function.__code__) for frame in sys._current_frames().values())
+
+
+def _runs(frame: FrameType | None, code: CodeType) -> bool:
+    """Whether ``code`` is on the stack that ``frame`` tops."""
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    return frame is not None
 
 
 def test_calls_waiting_at_the_rate_limit_read_their_runs_state_about_once_a_second_and_still_stop_on_a_cancel(
@@ -540,18 +555,20 @@ def test_calls_waiting_at_the_rate_limit_read_their_runs_state_about_once_a_seco
     store = RunStore(rclient, ttl_s=600)
     store.create_run(run_id, {"state": RunState.RUNNING})
     client.limiter.pause(300.0, "429 from the provider")  # under max_wait_s (600 s, which a pause of 600 s can exceed)
-    until = f"stop-watching-{uuid.uuid4().hex}"
-    watcher, reads = _watch_state_reads(rclient, client.state.meta_key, until)
+    last = f"stop-watching-{uuid.uuid4().hex}"
+    watcher, reads = _watch_state_reads(rclient, client.state.meta_key, last)
     started = time.monotonic()
     with ThreadPoolExecutor(32) as pool:
         futures = [pool.submit(_ask, client, f"item {i} [[rating=4]]") for i in range(32)]
-        time.sleep(3.0)  # all of them wait at the pause, checking their run each second
+        assert until(lambda: _threads_in(RedisLimiter.acquire) == 32, 60), "the calls never all waited at the pause"
+        before = len(reads)
+        assert until(lambda: len(reads) >= before + 2, 60), "the waiting calls did not check their run"
         store.set_state(run_id, RunState.CANCELLED)
         for future in futures:
             with pytest.raises(JudgeStopped, match="run cancelled"):
                 future.result(timeout=60)
         stopped = time.monotonic()
-    rclient.echo(until)
+    rclient.echo(last)
     watcher.join(10)
     assert client.limiter.paused_for() > 0, "they waited out the pause"  # about a second: a read a second
     waited = stopped - started  # 32 reads a second before, one per thread
