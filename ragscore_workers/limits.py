@@ -5,12 +5,13 @@ cores a process may use, which pools and the sandbox's CPU limit are sized by.""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from .cgroups import cpu_limit
 from .schemas import Queue
 
-__all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit", "usable_cpus"]
+__all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit", "soft_deadline", "usable_cpus"]
 
 #: Queue of the bookkeeping tasks (shard completion, aggregation); every worker consumes it.
 CONTROL_QUEUE = "control"
@@ -36,6 +37,13 @@ QUEUE_LIMITS: dict[str, tuple[int, int]] = {
 def longest_hard_limit() -> int:
     """Seconds of the longest hard time limit of any task: the visibility timeout must be above it."""
     return max(hard for _, hard in QUEUE_LIMITS.values())
+
+
+def soft_deadline(queue: str) -> float:
+    """When (``time.monotonic()``) a task of ``queue`` that starts now reaches its soft time limit (read now, from
+    :data:`QUEUE_LIMITS`): what a task bounds its own work by where no pool raises the limit (a threads pool enforces
+    no Celery time limit, so nothing else would keep its message from the broker's re-delivery)."""
+    return time.monotonic() + QUEUE_LIMITS[queue][0]
 
 
 def usable_cpus(root: Path = Path("/")) -> int:

@@ -26,7 +26,7 @@ from .answers import unanswered_why
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .counts import noun
 from .errors import ConfigError, UnknownMetricError
-from .limits import longest_hard_limit
+from .limits import longest_hard_limit, soft_deadline
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
 from .providers.run_state import UNREPORTED_FIELDS, breaker_summary
@@ -409,9 +409,11 @@ def _target_system(suite_json: str, index: int) -> str | None:
 def ask_target(
     run_id: str, suite_json: str, shard: int, target_index: int, rows: list[dict], generation: int = 0
 ) -> dict:
-    """Ask one target a chunk of questions and store the answers (the first stage of a target run)."""
+    """Ask one target a chunk of questions and store the answers (the first stage of a target run), until its soft
+    time limit whatever the pool (a threads pool enforces none: the broker would deliver it again)."""
     from .target.stage import answer_chunk
 
+    deadline = soft_deadline(Queue.TARGET.value)
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
         if skipped == CANCELLED_SKIP:  # the items of this target's system (its own, else the row's)
@@ -420,7 +422,7 @@ def ask_target(
         return {"asked": 0, "new": 0, "skipped": skipped}
     _keep_alive(store, run_id)
     suite, _ = _resolve(suite_json, ())
-    return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows)
+    return answer_chunk(store, run_id, shard, suite.all_targets[target_index], rows, deadline)
 
 
 @app.task(name="ragscore.score_shard")

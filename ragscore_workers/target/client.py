@@ -8,7 +8,8 @@
                                        429; a cancel or an open breaker ends the wait -> TargetStopped; one seen
                                        on admission gives the admission back: a question not sent holds no slot;
                                        a wait of a second or more is noted for the progress views; a wait past
-                                       the question's ``max_seconds_per_question`` -> TargetTooSlow at once)
+                                       the question's ``max_seconds_per_question`` -> TargetTooSlow at once, past
+                                       its task's ``deadline`` where that comes first -> TargetTimeUp)
     endpoint.call(request)            (tenacity: transient -> exponential backoff + jitter, at most ``attempts``
                                        tries; 429 -> shared pause (its retry-after, else a backoff growing with
                                        429s in a row), at most ``max_429s`` of them, not counted in ``attempts``)
@@ -41,7 +42,7 @@ from ..schemas import TargetConfig
 from ..settings import get_settings
 from ..unicode_text import hash_bytes, utf8_json
 from .endpoints import Endpoint, make_endpoint
-from .errors import TargetError, TargetStopped, TargetTooSlow
+from .errors import TargetError, TargetStopped, TargetTimeUp, TargetTooSlow
 
 __all__ = ["CACHE_PREFIX", "TargetClient", "build_target_client"]
 
@@ -81,10 +82,14 @@ class TargetClient:
                               sort_keys=True, ensure_ascii=False)  # fmt: skip
         return CACHE_PREFIX + hashlib.sha256(hash_bytes(material)).hexdigest()
 
-    def ask(self, request: dict[str, Any], use: Callable[[Any], Any] | None = None) -> tuple[Any, bool]:
+    def ask(
+        self, request: dict[str, Any], use: Callable[[Any], Any] | None = None, *, deadline: float | None = None
+    ) -> tuple[Any, bool]:
         """The reply's JSON data for ``request`` (``use(data)`` when given) and whether it came from the cache;
         raises TargetError. A reply ``use`` refuses (TargetError: no answer where the response map says) is not
-        cached, so a resume or a re-run asks again; such a reply found in the cache is dropped and asked again."""
+        cached, so a resume or a re-run asks again; such a reply found in the cache is dropped and asked again.
+        ``deadline`` (``time.monotonic()``; its task's soft time limit): no try starts, nor waits, past it
+        (TargetTimeUp); a call in flight then ends as ``timeout_s`` bounds it, its reply cached."""
         key = self.cache_key(request)
         if self.config.cache:
             raw = self.r.get(key)
@@ -96,7 +101,7 @@ class TargetClient:
                 else:
                     self.state.incr(cache_hits=1)
                     return result, True
-        tries = _Tries(self.config, self._decide, *self._backoff_s)
+        tries = _Tries(self.config, self._decide, *self._backoff_s, deadline=deadline)
         retrying = Retrying(
             after=tries.count,
             stop=tries.stop,
@@ -167,8 +172,8 @@ class TargetClient:
 class _Tries:
     """The tries of one question: at most ``attempts`` for errors a retry may cure (5xx, timeouts, connection
     errors), and besides them at most ``max_429s`` 429 replies waited out (a rate-limited target is not failing), all
-    within ``max_seconds_per_question`` of its first. Tenacity calls :meth:`count`, :meth:`wait` and :meth:`stop`, in
-    that order, after each failed try it may retry."""
+    within ``max_seconds_per_question`` of its first and before its task's ``deadline``. Tenacity calls :meth:`count`,
+    :meth:`wait` and :meth:`stop`, in that order, after each failed try it may retry."""
 
     def __init__(
         self,
@@ -176,8 +181,11 @@ class _Tries:
         decide: Callable[[TargetError], RetryDecision],
         backoff_initial_s: float,
         backoff_max_s: float,
+        *,
+        deadline: float | None = None,
     ) -> None:
         self.config = config
+        self._deadline = deadline
         self.attempts = config.attempts
         self.max_429s = config.max_429s
         self._decide = decide
@@ -196,12 +204,21 @@ class _Tries:
         self.rate_limited += int(self._last_429)
 
     def left_s(self) -> float:
-        """Seconds left of the question's ``max_seconds_per_question``."""
+        """Seconds left of the question's ``max_seconds_per_question``, or to its task's deadline where that is less."""
+        return min(self._own_left_s(), self._deadline_left_s())
+
+    def _own_left_s(self) -> float:
         return self.config.max_seconds_per_question - (time.monotonic() - self._started)
 
-    def too_slow(self, wait: str) -> TargetTooSlow:
-        """The error of a question out of its time: how long it was asked, its 429s, the ``wait`` that would have taken
-        it past its time (the limiter's words; empty when the time is already past) and its last error."""
+    def _deadline_left_s(self) -> float:
+        return float("inf") if self._deadline is None else self._deadline - time.monotonic()
+
+    def too_slow(self, wait: str) -> TargetError:
+        """The error of a question out of its time: TargetTimeUp where its task's deadline is the bound, else how long
+        it was asked, its 429s, the ``wait`` that would have taken it past its time (the limiter's words; empty when the
+        time is already past) and its last error."""
+        if self._deadline_left_s() <= self._own_left_s():
+            return TargetTimeUp(self.config.name)
         said = [f"asked for {time.monotonic() - self._started:.1f} s"]
         if self.rate_limited:
             said.append(f"{self.rate_limited} replies HTTP 429")

@@ -2,7 +2,8 @@
 
 RagscoreError
 └── TargetError           asking the system under test failed (carries ``system``, ``status``, ``headers``)
-    ├── TargetStopped     the run stopped asking this target: its circuit breaker is open
+    ├── TargetStopped     the run stopped asking this target: it was cancelled, or its circuit breaker is open
+    │   └── TargetTimeUp  the target task reached its soft time limit: a question not answered by then stops
     └── TargetTooSlow     the question ran out of its ``max_seconds_per_question``, or a wait at the shared rate
                           limit would take it past that (not retried)
 
@@ -15,7 +16,10 @@ from collections.abc import Mapping
 
 from ..errors import RagscoreError
 
-__all__ = ["TargetError", "TargetStopped", "TargetTooSlow"]
+__all__ = ["TIME_LIMIT_ERROR", "TargetError", "TargetStopped", "TargetTimeUp", "TargetTooSlow"]
+
+#: The error stored for a question its target task's time limit stopped (asked again by a resume).
+TIME_LIMIT_ERROR = "the target task ran over its time limit"
 
 
 class TargetError(RagscoreError):
@@ -32,6 +36,14 @@ class TargetError(RagscoreError):
 
 class TargetStopped(TargetError):
     """The run's circuit breaker for this target is open: no more calls are made."""
+
+
+class TargetTimeUp(TargetStopped):
+    """The target task reached its soft time limit: the question is not asked (again), and records
+    :data:`TIME_LIMIT_ERROR` (never counted by the breaker: the target did not fail)."""
+
+    def __init__(self, system: str) -> None:
+        super().__init__(TIME_LIMIT_ERROR, system=system)
 
 
 class TargetTooSlow(TargetError):

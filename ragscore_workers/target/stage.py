@@ -2,7 +2,9 @@
 
 ``answer_chunk`` runs in a ``ragscore.target`` task: up to ``target.concurrency`` calls in flight, each
 answer (or the reason there is none) stored in the run's ``answers:{shard}`` hash, so a redelivered
-task, a resume or a re-score never asks twice. ``scoring_rows`` is the other half, used by the shard's
+task, a resume or a re-score never asks twice. It ends by its task's deadline (the soft time limit, which a threads
+pool does not enforce): the questions not answered by then store the time limit's error, as where a prefork pool
+raises the limit, and a resume asks them again. ``scoring_rows`` is the other half, used by the shard's
 ``ragscore.score_shard`` callback: the answered rows to score, and failed results for items the target
 could not answer (an error per output: the run still reports).
 """
@@ -10,7 +12,9 @@ could not answer (an error per output: the run still reports).
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -23,7 +27,7 @@ from ..schemas import UNFILLED_PREFIX, Row, TargetConfig
 from ..store import RunStore
 from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
-from .errors import TargetError
+from .errors import TIME_LIMIT_ERROR, TargetError
 from .fill import fill_row, unanswered_row, unfilled_fields
 from .template import render, request_data
 
@@ -32,11 +36,13 @@ __all__ = ["answer_chunk", "cut_answers", "scoring_rows"]
 log = logging.getLogger(__name__)
 
 
-def _answer(client: TargetClient, config: TargetConfig, row: Row) -> dict[str, Any]:
+def _answer(client: TargetClient, config: TargetConfig, row: Row, deadline: float) -> dict[str, Any]:
     asked = unanswered_row(row, config)
     try:
         request = render(config.request, request_data(row))
-        (filled, unfilled), cached = client.ask(request, lambda data: _filled(row, config, valid_unicode(data)))
+        (filled, unfilled), cached = client.ask(
+            request, lambda data: _filled(row, config, valid_unicode(data)), deadline=deadline
+        )
         return {"row": filled.to_message(), "cached": cached, "unfilled": unfilled}
     except TargetError as exc:
         return {"row": asked.to_message(), "error": str(exc)}
@@ -50,8 +56,11 @@ def _filled(row: Row, config: TargetConfig, data: Any) -> tuple[Row, list[str]]:
     return fill_row(row, config, data), unfilled_fields(config, data)
 
 
-def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict]) -> dict[str, int]:
-    """Ask ``config`` every row not answered yet; store each answer or its error. Returns counts."""
+def answer_chunk(
+    store: RunStore, run_id: str, shard: int, config: TargetConfig, rows: list[dict], deadline: float
+) -> dict[str, int]:
+    """Ask ``config`` every row not answered yet, until ``deadline`` (``time.monotonic()``: its task's soft time limit);
+    store each answer or its error. Returns counts."""
     parsed: list[Row] = []
     for raw in rows:
         try:
@@ -72,22 +81,32 @@ def answer_chunk(store: RunStore, run_id: str, shard: int, config: TargetConfig,
     new = 0
     unfilled: Counter[str] = Counter()
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
-    futures = {pool.submit(_answer, client, config, row): asked[row.key] for row in todo}
+    futures = {pool.submit(_answer, client, config, row, deadline): asked[row.key] for row in todo}
     stored: set[Future[dict[str, Any]]] = set()
     try:
-        for future in as_completed(futures):  # each answer is stored as it comes: a cut task loses none
+        for future in _until(deadline, futures):  # each answer is stored as it comes: a cut task loses none
             answer = future.result()
             unfilled.update(answer.pop("unfilled", ()))
             new += store.save_answers(run_id, shard, {futures[future].key: answer})
             stored.add(future)
-    except SoftTimeLimitExceeded:  # prefork pools only; the rest is recorded, a resume asks again
-        new += store.save_answers(run_id, shard, cut_answers(futures, stored))
+    except SoftTimeLimitExceeded:  # prefork pools only, at the deadline too: the rest is recorded as there
+        pass
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)  # what has not started is never asked
+    if cut := cut_answers(futures, stored):  # the deadline passed (or the soft limit): a resume asks them again
+        new += store.save_answers(run_id, shard, cut)
     if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
         # counters of UNFILLED_PREFIX only: never incr's cost, reset_failures or release
         client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})  # type: ignore[arg-type]
     return {"asked": len(todo), "new": new}
+
+
+def _until(deadline: float, futures: dict[Future[dict[str, Any]], Row]) -> Iterator[Future[dict[str, Any]]]:
+    """``futures`` as they end, until ``deadline`` (``time.monotonic()``) passes: then it stops, the rest are cut."""
+    try:
+        yield from as_completed(futures, timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        return
 
 
 def cut_answers(futures: dict[Future[dict[str, Any]], Row], stored: set[Future[dict[str, Any]]]) -> dict[str, Any]:
@@ -100,7 +119,7 @@ def cut_answers(futures: dict[Future[dict[str, Any]], Row], stored: set[Future[d
         if future.done() and not future.cancelled() and future.exception() is None:
             left[asked.key] = {k: v for k, v in future.result().items() if k != "unfilled"}
         else:
-            left[asked.key] = {"row": asked.to_message(), "error": "the target task ran over its time limit"}
+            left[asked.key] = {"row": asked.to_message(), "error": TIME_LIMIT_ERROR}
     return left
 
 

@@ -14,6 +14,7 @@ document, so the server knows the right document and what each system would say 
 * ``throttled``: the first ``throttled_first`` requests of each question get a 429 with ``retry-after`` (none when
   ``retry_after_s`` is None), the next is answered as ``exact``.
 * ``saturated``: every request of question 0 gets a 429 as ``throttled``'s; the others are answered as ``exact``.
+* ``slow``: answered as ``exact`` after ``slow_s`` seconds (a system that takes its time).
 
 Only the ``k`` top contexts are returned (the gold document first); ``filter`` must be a JSON object.
 Every request is counted per system (``calls``); the token, when set, must come as ``Bearer <token>`` (or in the
@@ -65,7 +66,7 @@ def questions(n: int = 6) -> list[dict[str, Any]]:
 
 
 #: Systems answering as ``exact`` once they answer.
-_LIKE_EXACT = ("flaky", "throttled", "saturated")
+_LIKE_EXACT = ("flaky", "throttled", "saturated", "slow")
 
 
 def _question_number(question: str) -> int:
@@ -145,6 +146,7 @@ class FakeRag:
         retry_after_s: float | None = 1.0,
         token_in: str = "header",
         throttled_first: int = 3,
+        slow_s: float = 1.0,
     ) -> None:
         self.token = token
         #: Where the token must come: ``header`` (``Bearer <token>``), ``query:NAME`` or ``body:NAME``.
@@ -152,6 +154,8 @@ class FakeRag:
         self.limit_every = limit_every
         self.retry_after_s = retry_after_s
         self.throttled_first = throttled_first
+        #: Seconds system ``slow`` takes to answer (read at each request: a test may speed it up).
+        self.slow_s = slow_s
         self.calls: Counter[str] = Counter()
         self.failing: set[str] = {"dead"}
         self._seen: Counter[tuple[str, str]] = Counter()
@@ -238,6 +242,8 @@ class FakeRag:
                                           "method": self.command, "query": parts.query})  # fmt: skip
                 if fake.hold is not None:
                     fake.hold.wait(120)
+                if system == "slow":
+                    time.sleep(fake.slow_s)
                 if fake.token is not None and not self._token_ok(request):
                     self._reply(401, {"error": "bad token"})
                 elif not isinstance(request.get("filter", {}), dict):

@@ -1,0 +1,106 @@
+"""A target task ends by its soft time limit in a threads pool too (which enforces no Celery time limit): the
+questions it had not answered by then are recorded as the limit's errors, the run reports them, and a resume asks
+them again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.runner import connect, submit, wait
+from orchestrator.suite import load_suite
+from orchestrator.workers import worker_command
+from ragscore_workers.store import RunState
+from ragscore_workers.target.errors import TIME_LIMIT_ERROR
+
+from ..fakes import FakeRag
+from ..fakes.fake_rag import questions
+from ..support import ROOT, RedisProcess, WorkerProcess, write_jsonl
+from .short_limit_worker import SOFT_S
+
+pytestmark = pytest.mark.integration
+
+#: Questions of the one chunk: asked one at a time, a second each, far more than its soft limit lets it ask.
+N = 8
+
+
+def _short_limit_target_worker(broker_url: str, home: Path) -> subprocess.Popen[bytes]:
+    """The target queue's worker as ``ragscore worker`` starts it (threads pool, here one thread), its app's target
+    soft time limit :data:`SOFT_S`."""
+    app = "tests.target.short_limit_worker"
+    argv = [app if arg == "ragscore_workers.app" else arg for arg in worker_command("target", 1)]
+    env = {**os.environ, "RAGSCORE_BROKER_URL": broker_url, "RAGSCORE_HOME": str(home)}
+    return subprocess.Popen(argv, env=env, cwd=ROOT, start_new_session=True)
+
+
+def _asked(rag: FakeRag, since: int = 0) -> list[str]:
+    """The ids of the questions the fake was asked (from its ``since``-th request on), in order."""
+    ids = {row["question"]: row["id"] for row in questions(N)}
+    return [ids[r["body"]["question"]] for r in rag.requests[since:]]
+
+
+def test_a_target_chunk_past_its_soft_time_limit_stops_there_and_a_resume_asks_what_it_cut(tmp_path: Path) -> None:
+    """A target task of a threads pool ran until its last question was answered, however long (16 questions of 600 s
+    each, 8 at a time, ~1,200 s): past the broker's visibility timeout, it was delivered again while it still asked.
+    It now stops at its soft limit, as a prefork pool stops it."""
+    server = RedisProcess(tmp_path / "redis").start()
+    target = _short_limit_target_worker(server.url, tmp_path / "w")
+    scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
+    try:
+        with FakeRag(slow_s=1.0) as rag:
+            suite: dict[str, Any] = {
+                "metrics": ["verbatim"],
+                "targets": [{"system": "slow", "url": rag.url("slow"), "concurrency": 1,
+                             "request": {"question": "{question}"},
+                             "response": {"contexts": "contexts[*].text", "citations": "citations"}}],
+                "chunk_size": {"target": N},
+            }  # fmt: skip
+            store = connect(server.url)
+            sub = submit(write_jsonl(tmp_path / "q.jsonl", questions(N)), load_suite(suite), store)
+            first = wait(store, sub.run_id, timeout_s=300)
+            keys = [f"slow::q{i}" for i in range(N)]
+            stored = store.answers(sub.run_id, 0, keys)
+            cut = {k.split("::")[1] for k, a in stored.items() if a.get("error") == TIME_LIMIT_ERROR}
+            answered = {k.split("::")[1] for k, a in stored.items() if "error" not in a}
+            errors = {raw.meta["id"]: raw.metrics["verbatim"]["error"] for raw in store.iter_raw_items(sub.run_id)}
+            asked_first = _assert_asked_once(_asked(rag))
+
+            rag.slow_s = 0.0  # the system is quick again: the resume's chunk ends well within its limit
+            since = len(rag.requests)
+            cmd = [sys.executable, "-m", "orchestrator.cli", "resume", sub.run_id, "--broker", server.url,
+                   "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                                  env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "o")})  # fmt: skip
+            asked_again = _assert_asked_once(_asked(rag, since))
+    finally:
+        target.terminate()
+        target.wait(30)
+        scorer.stop()
+        server.stop()
+
+    assert first.state == RunState.FINISHED
+    assert cut and answered and cut | answered == {f"q{i}" for i in range(N)}, stored  # nothing else stored
+    assert len(answered) < SOFT_S, answered  # a second a question, one at a time: it stopped at its soft limit
+    # a question not started by then was never asked: the one in flight at most (its reply cached as it came)
+    assert answered <= asked_first and len(asked_first - answered) <= 1, (asked_first, answered)
+    assert {q: errors[q] for q in cut} == {q: f"no answer: {TIME_LIMIT_ERROR}" for q in cut}  # the run reports them
+    assert first.by_system["slow"]["verbatim"].errors == len(cut) and first.by_system["slow"]["verbatim"].n == len(
+        answered
+    )
+    # the resume asks those again, not one answered, each once (the one in flight then: from the cache, if it came)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert cut - asked_first <= asked_again <= cut, (asked_again, cut)
+    resumed = json.loads((tmp_path / "out" / "summary.json").read_text())["by_system"]["slow"]["verbatim"]
+    assert (resumed["n"], resumed["errors"], resumed["mean"]) == (N, 0, 1.0), resumed
+
+
+def _assert_asked_once(asked: list[str]) -> set[str]:
+    """The questions of ``asked``, each asked once."""
+    assert len(asked) == len(set(asked)), asked
+    return set(asked)
