@@ -21,7 +21,7 @@ from ragscore_workers.store import RunStore
 from ragscore_workers.target import TargetClient, TargetError, TargetStopped, build_target_client
 from ragscore_workers.target.client import CACHE_PREFIX
 from ragscore_workers.target.endpoints import make_endpoint
-from ragscore_workers.target.errors import TargetTooSlow
+from ragscore_workers.target.errors import TIME_LIMIT_ERROR, TargetTimeUp, TargetTooSlow
 
 from ..fakes import FakeRag
 from ..support import backoff_pauses
@@ -167,6 +167,20 @@ def test_a_question_429d_over_max_429s_fails_naming_its_429s(store: RunStore) ->
         assert server.calls["saturated"] == 3
         client.ask(_ask(1))  # another question is answered
     assert client.state.read()["failures"] == 1
+
+
+def test_a_question_its_tasks_deadline_stops_ends_with_the_time_limits_error_not_a_failure(store: RunStore) -> None:
+    """A target task of a threads pool bounded its questions by their own max_seconds_per_question alone, past its soft
+    time limit: a question paused by a 429 (retry-after 30 s) waits no longer than the 2 s left to its task's deadline,
+    nor tries again; it ends with the time limit's error, which the breaker does not count (the target did not fail)."""
+    with FakeRag(retry_after_s=30) as server:  # every request of question 0 gets a 429 with retry-after: 30
+        client = _client(store, server, "saturated", max_seconds_per_question=120, breaker_failures=1)
+        with pytest.raises(TargetTimeUp, match=f"^{TIME_LIMIT_ERROR}$"):
+            client.ask(_ask(0), deadline=time.monotonic() + 2)
+        with pytest.raises(TargetTimeUp):  # a question its deadline passed is not sent
+            client.ask(_ask(1), deadline=time.monotonic())
+        assert server.calls["saturated"] == 1
+    assert client.state.read()["failures"] == 0
 
 
 def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRag) -> None:

@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +18,15 @@ import pytest
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from orchestrator.workers import worker_command
-from ragscore_workers.store import RunState
+from ragscore_workers.schemas import TargetConfig
+from ragscore_workers.store import RunState, RunStore
 from ragscore_workers.target.errors import TIME_LIMIT_ERROR
+from ragscore_workers.target.stage import answer_chunk
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
-from ..support import ROOT, RedisProcess, WorkerProcess, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..unit.test_time_limit import soft_time_limit_in
 from .short_limit_worker import SOFT_S
 
 pytestmark = pytest.mark.integration
@@ -104,3 +109,19 @@ def _assert_asked_once(asked: list[str]) -> set[str]:
     """The questions of ``asked``, each asked once."""
     assert len(asked) == len(set(asked)), asked
     return set(asked)
+
+
+def test_a_prefork_pools_soft_time_limit_records_the_rest_as_the_deadline_does(store: RunStore) -> None:
+    """Where a prefork pool raises the soft limit (here before the task's own deadline), the chunk ends there the same
+    way: what was answered kept, the rest the time limit's error."""
+    run, keys = "t-target-soft-limit", [f"slow::q{i}" for i in range(N)]
+    with FakeRag(slow_s=1.0) as rag, soft_time_limit_in(2.5):
+        config = TargetConfig(system="slow", url=rag.url("slow"), concurrency=1, request={"question": "{question}"})
+        counts = answer_chunk(store, run, 0, config, questions(N), deadline=time.monotonic() + 600)
+        assert until(lambda: not [t for t in threading.enumerate() if t.name.startswith("target")], 30)  # in flight
+    stored = store.answers(run, 0, keys)
+    answered = [k for k in keys if "error" not in stored[k]]
+    assert counts == {"asked": N, "new": N} and 1 <= len(answered) < N, stored
+    assert {k: stored[k]["error"] for k in keys if k not in answered} == dict.fromkeys(
+        set(keys) - set(answered), TIME_LIMIT_ERROR
+    )
