@@ -514,6 +514,8 @@ def resume(
     meta = store.meta(run_id)
     ticker = _Ticker(say)
     resolved = stored or _resolved(meta, judge_limits)
+    if not recovery:  # a user's resume may run where the visibility timeout is shorter than where it was submitted
+        check_question_time(resolved, get_settings(), resumed=True)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -1341,22 +1343,25 @@ def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
             provider.require_key()
 
 
-def check_question_time(resolved: ResolvedSuite, settings: Settings) -> None:
+def check_question_time(resolved: ResolvedSuite, settings: Settings, *, resumed: bool = False) -> None:
     """ConfigError when a target's ``max_seconds_per_question`` is not below the broker's visibility timeout (unless a
-    test allowed a short one): a target task runs in a thread pool, which no Celery time limit ends, so one whose
-    question still waits then is delivered again and its questions asked twice."""
+    test allowed a short one): a question given that long would outlast its task's delivery (its task stops at its
+    soft time limit, which is below the timeout). ``resumed``: the suite is a run's, kept with it (a resume's)."""
     if settings.allow_short_visibility_timeout:
         return
     visibility = settings.visibility_timeout_s
     for index, target in enumerate(resolved.targets):
         if target.max_seconds_per_question >= visibility:
             place = "target" if resolved.suite.target is not None else f"targets[{index}]"
+            seconds = target.max_seconds_per_question
+            longer = f"RAGSCORE_VISIBILITY_TIMEOUT_S above {seconds:g} (here and on the workers)"
+            fix = (f"The run keeps its suite: resume it with {longer}, or start a new run with "
+                   f"max_seconds_per_question below {visibility}" if resumed else
+                   f"Set max_seconds_per_question below {visibility} in the suite, or {longer}")  # fmt: skip
             raise ConfigError(
-                f"Invalid suite: {place}.max_seconds_per_question={target.max_seconds_per_question:g} is not below "
+                f"Invalid suite: {place}.max_seconds_per_question={seconds:g} is not below "
                 f"the broker's visibility timeout, RAGSCORE_VISIBILITY_TIMEOUT_S={visibility} s: a target task still "
-                f"asking then is delivered again and its questions asked twice. Set max_seconds_per_question below "
-                f"{visibility} in the suite, or RAGSCORE_VISIBILITY_TIMEOUT_S above "
-                f"{target.max_seconds_per_question:g} (here and on the workers)"
+                f"asking then is delivered again and its questions asked twice. {fix}"
             )
 
 
