@@ -35,7 +35,8 @@ class TargetError(RagscoreError):
 
 
 class TargetStopped(TargetError):
-    """The run's circuit breaker for this target is open: no more calls are made."""
+    """The run stopped asking this target (it was cancelled, or its circuit breaker is open), or the task did
+    (:class:`TargetTimeUp`): no more calls are made, and no failure is counted."""
 
 
 class TargetTimeUp(TargetStopped):
