@@ -27,21 +27,23 @@ from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
 from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
 from ..unit.test_time_limit import soft_time_limit_in
-from .short_limit_worker import SOFT_S
 
 pytestmark = pytest.mark.integration
 
 #: Questions of the one chunk: asked one at a time, a second each, far more than its soft limit lets it ask.
 N = 8
+#: Seconds of the target soft time limit of the test's target worker (never imported here: it would shorten ours).
+SOFT_S = 3
 
 
-def _short_limit_target_worker(broker_url: str, home: Path) -> subprocess.Popen[bytes]:
+def _short_limit_target_worker(broker_url: str, home: Path) -> WorkerProcess:
     """The target queue's worker as ``ragscore worker`` starts it (threads pool, here one thread), its app's target
-    soft time limit :data:`SOFT_S`."""
-    app = "tests.target.short_limit_worker"
-    argv = [app if arg == "ragscore_workers.app" else arg for arg in worker_command("target", 1)]
-    env = {**os.environ, "RAGSCORE_BROKER_URL": broker_url, "RAGSCORE_HOME": str(home)}
-    return subprocess.Popen(argv, env=env, cwd=ROOT, start_new_session=True)
+    soft time limit :data:`SOFT_S` (tests/target/short_limit_worker.py)."""
+    worker = WorkerProcess(broker_url, "target", home)
+    worker.args = worker_command("target", 1)
+    worker.args[worker.args.index("ragscore_workers.app")] = "tests.target.short_limit_worker"
+    worker.env["RAGSCORE_TEST_TARGET_SOFT_S"] = str(SOFT_S)
+    return worker.start()
 
 
 def _asked(rag: FakeRag, since: int = 0) -> list[str]:
@@ -50,6 +52,7 @@ def _asked(rag: FakeRag, since: int = 0) -> list[str]:
     return [ids[r["body"]["question"]] for r in rag.requests[since:]]
 
 
+@pytest.mark.serial  # timed: its first answer (a second) comes before its soft limit (3 s)
 def test_a_target_chunk_past_its_soft_time_limit_stops_there_and_a_resume_asks_what_it_cut(tmp_path: Path) -> None:
     """A target task of a threads pool ran until its last question was answered, however long (16 questions of 600 s
     each, 8 at a time, ~1,200 s): past the broker's visibility timeout, it was delivered again while it still asked.
@@ -84,8 +87,7 @@ def test_a_target_chunk_past_its_soft_time_limit_stops_there_and_a_resume_asks_w
                                   env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "o")})  # fmt: skip
             asked_again = _assert_asked_once(_asked(rag, since))
     finally:
-        target.terminate()
-        target.wait(30)
+        target.stop()
         scorer.stop()
         server.stop()
 
