@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 #: Questions of the one chunk: asked one at a time, a second each, far more than its soft limit lets it ask.
 N = 8
-#: Seconds of the target soft time limit of the test's target worker (never imported here: it would shorten ours).
+#: Seconds of the target soft time limit of the test's worker (its app is never imported here: it would shorten ours).
 SOFT_S = 3
 
 
