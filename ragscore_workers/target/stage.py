@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeoutError  # not the builtin TimeoutError before Python 3.11
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -105,7 +106,7 @@ def _until(deadline: float, futures: dict[Future[dict[str, Any]], Row]) -> Itera
     """``futures`` as they end, until ``deadline`` (``time.monotonic()``) passes: then it stops, the rest are cut."""
     try:
         yield from as_completed(futures, timeout=max(0.0, deadline - time.monotonic()))
-    except TimeoutError:
+    except FuturesTimeoutError:
         return
 
 
