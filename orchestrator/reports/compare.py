@@ -197,11 +197,13 @@ class Comparison:
     #: with nothing too, whose cell of the means says so): its differences with them are not shown (:meth:`shown`),
     #: nor is its row of means where one system alone has it (:meth:`only_in`).
     unscored: dict[str, list[str]] = field(default_factory=dict)
-    #: Per output some system scored: the compared systems whose items of it were all unscorable (no error; not all
-    #: for lack of contexts, :attr:`inapplicable`): "no scored rows" in their cell of the means, and a gate failure.
+    #: Per output some compared system scored: the systems shown (those compared with nothing too) whose items of it
+    #: were all unscorable (no error; not all for lack of contexts, :attr:`inapplicable`): "no scored rows" in their
+    #: cell of the means, and a gate failure.
     unscorable: dict[str, list[str]] = field(default_factory=dict)
-    #: Per output: the compared systems whose items of it all lack a field a system may lack by design (``no
-    #: contexts``: an LLM alone on the context metrics): "no scored rows" too, but not comparable, so not gated.
+    #: Per output: the systems shown (those compared with nothing too) whose items of it all lack a field a system may
+    #: lack by design (``no contexts``: an LLM alone on the context metrics): "no scored rows" too, but not comparable,
+    #: so not gated.
     inapplicable: dict[str, list[str]] = field(default_factory=dict)
 
     def shown(self) -> list[Difference]:
@@ -635,9 +637,10 @@ def compare(
     def otherwise(name: str, arm: str) -> bool:
         return unscorable_only(name, arm) and not by_design(name, arm)
 
-    unscored, unscorable = _unscored(counts, kept, absent, of=arms), _unscored(counts, kept, otherwise)
+    # of every system shown: one compared with nothing (``alone``) too, whose cell of the means reads "no scored rows"
+    unscored, unscorable = _unscored(counts, kept, absent, of=arms), _unscored(counts, kept, otherwise, of=arms)
     inapplicable = {name: lacking for name in outputs if (lacking := [
-        arm for arm in kept if not counts[name][arm] and by_design(name, arm)])}  # fmt: skip
+        arm for arm in arms if not counts[name][arm] and by_design(name, arm)])}  # fmt: skip
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked, unpaired=unpaired, errors=errors,
                             bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone,

@@ -510,6 +510,33 @@ def test_a_system_without_contexts_one_of_whose_items_errored_still_fails_the_ga
         "not compared: no scored rows in llm (its items errored or were unscorable: see the notes above)"]  # fmt: skip
 
 
+def test_a_system_compared_with_nothing_that_scored_no_item_of_an_output_is_said_why() -> None:
+    """Compared by system, a system without a namesake is shown, its cell of the means "no scored rows", but the notes
+    said why only of the compared systems: not that its rows have no contexts (an LLM alone) or were all unscorable."""
+    import dataclasses
+
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def systems(origin: str, verbatim: dict[str, dict[str, Any] | None]) -> Any:  # None: verbatim scored 1.0
+        items = []
+        for system, result in verbatim.items():
+            answered = _run(system, [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(4)], ("exact_match", "verbatim"))
+            items += [dataclasses.replace(i, metrics={**i.metrics, "verbatim": result}) if result else i
+                      for i in answered.items()]  # fmt: skip
+        return dataclasses.replace(_run(origin, [], ("exact_match", "verbatim")), items=lambda: iter(items))
+
+    no_contexts = {"score": None, "error": None, "details": {"reason": "no contexts"}}
+    no_citations = {"score": None, "error": None, "details": {"reason": "no citations"}}
+    first = systems("r1", {"x": None, "y": None})
+    second = systems("r2", {"x": None, "y": None, "llm": no_contexts, "odd": no_citations})
+    result = compare([first, second])
+    assert result.by_system == "r1" and result.alone == ["llm", "odd"]
+    assert result.inapplicable == {"verbatim": ["llm"]} and result.unscorable == {"verbatim": ["odd"]}
+    md = " ".join(render_compare_markdown(result).split())
+    assert "no scored rows in llm: verbatim (its rows have no contexts, as a system that retrieves nothing" in md, md
+    assert "no scored rows in odd: verbatim (every item unscorable: its run's summary says why)" in md, md
+
+
 def test_runs_of_the_same_questions_with_no_metric_in_common_are_said_so(
     two_runs: dict[str, Any], tmp_path: Path
 ) -> None:
