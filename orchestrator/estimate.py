@@ -557,10 +557,11 @@ def _scores_recall(resolved: ResolvedSuite) -> bool:
 
 
 def _retrieval_notes(resolved: ResolvedSuite, ids: RetrievalCheck | None) -> list[str]:
-    """What the run will say of rows that retrieved nothing, or, with targets, that their ids are checked after it."""
+    """What the run will say of rows that retrieved nothing, or, with targets, that their ids are checked after it
+    (not of targets that all return none, an LLM alone's: their rows' recall is unscorable, which is warned of)."""
     if ids is not None:
         return ids.notes()
-    return [FROM_TARGETS] if _scores_recall(resolved) and resolved.targets else []
+    return [FROM_TARGETS] if _scores_recall(resolved) and any(t.retrieves for t in resolved.targets) else []
 
 
 def estimate_run(

@@ -3,7 +3,8 @@
 The row keeps its own fields (its ``metadata`` the user's, untouched) and says why in :data:`TARGET_ERROR`, a
 namespaced field beside them. Files ragscore wrote before said it in ``metadata.target_error``
 (:data:`LEGACY_TARGET_ERROR`), which a user's own metadata may hold: that one is read only in a row without an
-answer (an answered row's is the user's).
+answer (an answered row's is the user's). A row answered by a target that returns no contexts carries
+:data:`NO_RETRIEVAL`, so a re-score of the file reads it as the run did.
 """
 
 from __future__ import annotations
@@ -11,10 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LEGACY_TARGET_ERROR", "TARGET_ERROR", "marked_unanswered", "unanswered_why", "without_mark"]
+__all__ = [
+    "LEGACY_TARGET_ERROR",
+    "NO_RETRIEVAL",
+    "TARGET_ERROR",
+    "marked_unanswered",
+    "unanswered_why",
+    "without_mark",
+]
 
 #: The field of an answers.jsonl row saying why its target gave it no answer.
 TARGET_ERROR = "ragscore:target_error"
+#: The field (``true``) of a row answered by a target whose response map names neither ``contexts`` nor
+#: ``retrieved_doc_ids`` (an LLM alone): its system retrieves nothing by design (``Row.answered_alone``), which is no
+#: claim that retrieval ran and found nothing (``retrieved_doc_ids: []``).
+NO_RETRIEVAL = "ragscore:no_retrieval"
 #: The ``metadata`` key older versions said it in.
 LEGACY_TARGET_ERROR = "target_error"
 

@@ -22,10 +22,10 @@ from celery.canvas import Signature
 from pydantic import BaseModel
 
 from .app import QUEUE_LIMITS, app
-from .counts import agree
+from .counts import agree, noun_names
 from .metrics.code_test import CodeTestParams, code_column_note
 from .metrics.registry import OPTIONAL_FIELDS, MetricDef, resolve
-from .schemas import TARGET_FIELDS, Queue, Row, Suite, TargetConfig
+from .schemas import RETRIEVAL_FIELDS, TARGET_FIELDS, Queue, Row, Suite, TargetConfig
 from .target.template import UnseenRequestFields
 
 T = TypeVar("T")
@@ -119,9 +119,12 @@ class ResolvedSuite:
         would score nothing. A field the suite's targets fill (their ``response`` map names it) is no dataset column.
         ``columns_seen``: the dataset's columns that are no row field (a hint names one that holds code);
         ``fields_empty``: the fields some row gives but none with a value (every ``contexts`` empty: no misnamed
-        column)."""
-        fields_seen = self._with_filled(fields_seen)
-        return [
+        column). The retrieval fields that the rows of a target returning none lack are said once of it
+        (:meth:`_alone_warning`); where every target is such, not again as a column named otherwise."""
+        lacking = self._alone_lack(fields_seen, fields_empty)
+        alone = self._alone_warning(lacking)
+        fields_seen = self._with_filled(fields_seen) | (set() if any(t.retrieves for t in self.targets) else lacking)
+        return alone + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
@@ -131,6 +134,29 @@ class ResolvedSuite:
             + _otherwise_named(fields, columns_seen, fields_empty)
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
+
+    def _alone_lack(self, fields_seen: set[str], fields_empty: set[str]) -> set[str]:
+        """The retrieval fields the rows of the suite's targets that return none (``TargetConfig.retrieves``: an LLM
+        alone) lack, the dataset giving them no value: ``contexts`` with none (``[]`` is none), ``retrieved_doc_ids``
+        absent (``[]`` says retrieval found nothing: recall 0). None without such a target."""
+        if all(t.retrieves for t in self.targets):
+            return set()
+        return {f for f in RETRIEVAL_FIELDS if f not in fields_seen or (f == "contexts" and f in fields_empty)}
+
+    def _alone_warning(self, lacking: set[str]) -> list[str]:
+        """One warning naming the targets that return no contexts and the suite's metrics that will be unscorable for
+        their rows for lack of ``lacking`` (:meth:`_alone_lack`); none where no metric reads them."""
+        names = [m.name for m, _ in self.metrics if lacking.intersection((*m.needs, *m.scores_without))]
+        if not names:
+            return []
+        alone = [t.system for t in self.targets if not t.retrieves]
+        said = "the target" if None in alone else noun_names(alone, "target")  # unnamed: the suite's only one
+        one = len(alone) == 1
+        return [f"{said} {'returns' if one else 'return'} no contexts ("
+                f"{'its response map names' if one else 'their response maps name'} neither contexts nor "
+                f"retrieved_doc_ids: {'an LLM alone, which retrieves' if one else 'LLMs alone, which retrieve'} "
+                f"nothing): {', '.join(names)} will be unscorable for {'its' if one else 'their'} rows (no contexts; "
+                "no failure where other metrics score)"]  # fmt: skip
 
     def scoreless(self, fields_seen: set[str]) -> list[str]:
         """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:

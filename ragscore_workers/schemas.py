@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from .answers import NO_RETRIEVAL
 from .counts import close_names, did_you_mean, noun, noun_names
 from .redaction import credential_name, query_secret_names, secret_query_param, url_password_spans, userinfo_span
 
@@ -366,6 +367,13 @@ class Row(BaseModel):
         return self.retrieved_doc_ids == []
 
     @property
+    def answered_alone(self) -> bool:
+        """Whether a target that returns no contexts nor doc ids answered the row (an LLM alone: its mark
+        :data:`~ragscore_workers.answers.NO_RETRIEVAL`): its system retrieves nothing by design, and nothing is known
+        of a retrieval (not ``retrieved_nothing``)."""
+        return (self.model_extra or {}).get(NO_RETRIEVAL) is True
+
+    @property
     def key(self) -> str:
         """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
         return item_key(self.system, self.id)
@@ -571,6 +579,8 @@ class SandboxConfig(BaseModel):
 
 #: Row fields a target's reply may fill.
 TARGET_FIELDS = ("answer", "contexts", "citations", "retrieved_doc_ids", "evidence_sentences")
+#: Those it fills from its retrieval: a target that fills neither is an LLM alone (``TargetConfig.retrieves``).
+RETRIEVAL_FIELDS = ("contexts", "retrieved_doc_ids")
 
 
 class TargetResponseMap(BaseModel):
@@ -684,6 +694,12 @@ class TargetConfig(BaseModel):
     def name(self) -> str:
         """The name in counters, messages and the run store: :func:`target_name`."""
         return target_name(self.system)
+
+    @property
+    def retrieves(self) -> bool:
+        """Whether its replies fill contexts or retrieved doc ids: a response map naming neither is an LLM alone's
+        (its rows are marked :data:`~ragscore_workers.answers.NO_RETRIEVAL`)."""
+        return any(getattr(self.response, field) is not None for field in RETRIEVAL_FIELDS)
 
     @property
     def identity(self) -> str:

@@ -1,7 +1,8 @@
 """``quality_checks`` (Auto-Analyst): heuristic issues of a generated answer; 1.0 with none, else 0.0.
 
 Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts`` (no context with text, unless the row
-says it retrieved nothing, ``Row.retrieved_nothing``: an LLM alone's, by design); ``no_citation`` (no match of
+says it retrieved nothing, ``Row.retrieved_nothing``, or a target that returns no contexts answered it,
+``Row.answered_alone``: an LLM alone's, by design); ``no_citation`` (no match of
 ``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``); ``fallback_phrase`` (one of ``fallback_phrases``,
 case-insensitive, or a match of ``fallback_pattern``: by default a source that does not provide the information, or
 information that is not enough);
@@ -113,7 +114,7 @@ def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     details: dict[str, Any] = {}
     if not row.answer.strip():
         issues.append("empty_answer")
-    if not row.has_contexts and not row.retrieved_nothing:  # unless none by design: an LLM alone (OPTIONAL_FIELDS)
+    if not row.has_contexts and not (row.retrieved_nothing or row.answered_alone):  # by design: an LLM alone
         issues.append("no_contexts")
     if row.answer.strip():
         issues += _answer_issues(row.answer, row.question, params)

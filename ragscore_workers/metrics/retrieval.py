@@ -1,17 +1,18 @@
 """``recall_at_k`` (document-grounded QA framework): how many of the gold documents were retrieved in the top k?
 
-Outputs ``recall_at_{k}`` for each k in ``params.k``: the share of the gold documents found among the first
-k retrieved ids (one gold id, as in the seed framework: 1 when it is in the top k, else 0; several: e.g. 2 of
-3 found = 0.667), and ``mrr`` (reciprocal rank of the first gold document, 0 when absent). Ranks are
-positions in ``retrieved_doc_ids`` as given: a repeated id (several chunks of one document) takes a rank
-each time. Ids are compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold ids are
-dropped. A row without a gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the
-system retrieved nothing, as an LLM-only one does by design: ``details["empty"]``, which the run's summary counts
-apart and its end says as information; a dataset in which no row has ``retrieved_doc_ids`` is warned of before the
-run: a column named otherwise, ``retrieved_ids``, would score every row 0; and a run in which no row's gold id is at
-any rank of its retrieved ids, ``mrr`` 0 on each of at least 2 rows that retrieved something, of the dataset or of a
-system, ends with a line saying so: gold and retrieved ids named in two schemes, ``doc_12`` and ``12``, score every
-row 0 without an error).
+Outputs ``recall_at_{k}`` for each k in ``params.k``: the share of the gold documents found among the first k
+retrieved ids (one gold id, as in the seed framework: 1 when it is in the top k, else 0; several: e.g. 2 of 3 found
+= 0.667), and ``mrr`` (reciprocal rank of the first gold document, 0 when absent). Ranks are positions in
+``retrieved_doc_ids`` as given: a repeated id (several chunks of one document) takes a rank each time. Ids are
+compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold ids are dropped. A row without a
+gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the system retrieved nothing, as an
+LLM-only one does by design: ``details["empty"]``, which the run's summary counts apart and its end says as
+information; a row without retrieved ids answered by a target that returns no contexts nor doc ids,
+``Row.answered_alone``, is unscorable, ``no contexts``: nothing is known of a retrieval; a dataset in which no row
+has ``retrieved_doc_ids`` is warned of before the run: a column named otherwise, ``retrieved_ids``, would score
+every row 0; and a run in which no row's gold id is at any rank of its retrieved ids, ``mrr`` 0 on each of at least
+2 rows that retrieved something, of the dataset or of a system, ends with a line saying so: gold and retrieved ids
+named in two schemes, ``doc_12`` and ``12``, score every row 0 without an error).
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def gold_rank(row: Row) -> tuple[set[str], list[str], int | None]:
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
     gold, retrieved, rank = gold_rank(row)
-    if not gold:
-        reason = MetricResult.unscorable("no gold_doc_id")
+    if not gold or (row.answered_alone and row.retrieved_doc_ids is None):
+        reason = MetricResult.unscorable("no contexts" if gold else "no gold_doc_id")  # an LLM alone's: by design
         return {name: reason for name in _outputs(params)}
     details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None, "gold": len(gold)}
     if not retrieved:  # by design (an LLM-only system): counted apart from misses (MetricSummary.empty)

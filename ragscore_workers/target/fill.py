@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..answers import TARGET_ERROR
+from ..answers import NO_RETRIEVAL, TARGET_ERROR
 from ..schemas import RAGAS_NAMES, TARGET_FIELDS, Row, TargetConfig
 from .errors import TargetError
 from .jsonpath import extract
@@ -43,7 +43,8 @@ def unfilled_fields(config: TargetConfig, data: Any) -> list[str]:
 
 def _unanswered_values(row: Row, config: TargetConfig) -> dict[str, Any]:
     mapped = {field for field in TARGET_FIELDS if getattr(config.response, field) is not None}
-    drop = mapped | {name for name, (field, _) in RAGAS_NAMES.items() if field in mapped} | {TARGET_ERROR}
+    marks = {TARGET_ERROR, NO_RETRIEVAL}
+    drop = mapped | {name for name, (field, _) in RAGAS_NAMES.items() if field in mapped} | marks
     values = {k: v for k, v in row.model_dump(mode="json", exclude_none=True).items() if k not in drop}
     if config.system is not None:
         values["system"] = config.system
@@ -54,18 +55,22 @@ def unanswered_row(row: Row, config: TargetConfig) -> Row:
     """``row`` as ``config`` will answer it, before the reply: ``system`` set and every field the response map
     fills taken out, so a dataset's own answer, contexts or doc ids are never scored (or stored in
     ``answers.jsonl``) as the target's; so is an earlier run's mark of an unanswered row (:data:`TARGET_ERROR`, in
-    a dataset made of its answers.jsonl), which would mark this target's answer as failed."""
+    a dataset made of its answers.jsonl), which would mark this target's answer as failed, and its mark of an LLM
+    alone's row (:data:`NO_RETRIEVAL`: this target's response map says whether it retrieves)."""
     return Row.model_validate(_unanswered_values(row, config))
 
 
 def fill_row(row: Row, config: TargetConfig, data: Any) -> Row:
     """``row`` answered by the target: the fields its response map names come from the reply alone (one the reply
-    lacks is absent, not the dataset's); TargetError if they do not fit."""
+    lacks is absent, not the dataset's), marked :data:`NO_RETRIEVAL` where the map names no retrieval field (an LLM
+    alone); TargetError if they do not fit."""
     fields = mapped_fields(config, data)
     if "answer" not in fields and config.response.answer is not None:
         raise TargetError(f"{config.name}: the reply has no {config.response.answer!r} (the answer)",
                           system=config.system or "")  # fmt: skip
     values = _unanswered_values(row, config) | fields  # a mapped field the reply lacks is absent, not the row's
+    if not config.retrieves:
+        values[NO_RETRIEVAL] = True
     try:
         return Row.model_validate(values)
     except ValidationError as exc:

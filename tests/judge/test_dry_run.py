@@ -501,7 +501,9 @@ def test_a_context_metric_warns_when_no_row_has_contexts(tmp_path: Path) -> None
     suite["target"]["response"] = {"answer": "answer", "contexts": None}  # this target returns no contexts
     (tmp_path / "t.json").write_text(json.dumps(suite))
     alone = _dry_run(data, tmp_path / "t.json")  # context_relevance alone: the run would score nothing at all
-    assert alone.returncode == 1 and "Warning: no row has 'contexts'" in alone.stdout, alone.stderr
+    said = " ".join(alone.stdout.split())  # said once, of the target (not of a column named otherwise)
+    assert alone.returncode == 1 and "no row has 'contexts'" not in said, alone.stderr
+    assert said.count("Warning: target 'rag' returns no contexts") == 1, said
     suite["metrics"] = ["context_relevance", "quality_checks"]  # the target answers: quality_checks scores
     (tmp_path / "t.json").write_text(json.dumps(suite))
     assert _dry_run(data, tmp_path / "t.json").returncode == 0
@@ -613,6 +615,26 @@ def test_the_dry_run_says_the_retrieved_nothing_line_the_run_ends_with_and_with_
                      tmp_path / "t.json")  # fmt: skip
     assert asked.returncode == 0, asked.stderr
     assert " ".join(asked.stdout.split()).count(FROM_TARGETS) == 1 and "retrieved nothing" not in asked.stdout
+
+
+def test_the_dry_run_says_once_which_metrics_a_target_returning_no_contexts_leaves_unscorable(tmp_path: Path) -> None:
+    """A target whose response map names neither contexts nor retrieved_doc_ids (an LLM alone): the dry run said that
+    no row has retrieved_doc_ids, which recall_at_k scores (as 0), a column named otherwise, and nothing of verbatim.
+    One line says the target returns no contexts and which metrics will be unscorable for it; not that its retrieved
+    ids are checked after the run (it gives none)."""
+    from orchestrator.gold_ids import FROM_TARGETS
+
+    rows = [{"id": f"q{i}", "question": "q?", "gold_doc_id": f"d{i}"} for i in (1, 2)]
+    target = {"url": "http://127.0.0.1:9/ask", "response": {"answer": "answer", "contexts": None, "citations": "c"}}
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["quality_checks", "recall_at_k", "verbatim"],
+                                                 "target": target}))  # fmt: skip
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    line = ("Warning: the target returns no contexts (its response map names neither contexts nor retrieved_doc_ids: "
+            "an LLM alone, which retrieves nothing): recall_at_k, verbatim will be unscorable")  # fmt: skip
+    assert said.count(line) == 1 and "retrieved_doc_ids'" not in said and "'contexts'" not in said, said
+    assert FROM_TARGETS not in said, "no retrieved ids to check after the run"
 
 
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:

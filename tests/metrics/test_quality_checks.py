@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ragscore_workers.answers import NO_RETRIEVAL
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.quality_checks import DEFAULT_FALLBACK_PATTERN, QualityParams, quality_checks
 from ragscore_workers.metrics.registry import get_metric
@@ -62,11 +63,14 @@ def test_each_issue_is_detected_and_scores_zero(fields: dict[str, Any], issues: 
         ({"contexts": [" "], "retrieved_doc_ids": []}, []),
         ({"contexts": [], "retrieved_doc_ids": None}, ["no_contexts"]),  # null: absent, as in Auto-Analyst's rows
         ({"contexts": [" "], "retrieved_doc_ids": ["d1"]}, ["no_contexts"]),  # ids retrieved, no text
+        ({"contexts": [], NO_RETRIEVAL: True}, []),  # answered by a target that returns no contexts: an LLM alone
+        ({"contexts": [], NO_RETRIEVAL: "yes"}, ["no_contexts"]),  # the mark is true, nothing else
     ],
 )
 def test_no_contexts_spares_only_a_row_saying_it_retrieved_nothing(fields: dict[str, Any], issues: list[str]) -> None:
-    """A system that retrieves nothing by design gives ``retrieved_doc_ids: []`` and is not flagged for what it is;
-    a row without the field says nothing of its retrieval and keeps the issue (DESIGN.md §3.4)."""
+    """A system that retrieves nothing by design gives ``retrieved_doc_ids: []``, or its target returns no contexts
+    (the row's :data:`NO_RETRIEVAL` mark), and is not flagged for what it is; a row without either says nothing of
+    its retrieval and keeps the issue (DESIGN.md §3.4)."""
     assert _run(**fields).details["issues"] == issues
 
 

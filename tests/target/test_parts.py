@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.suite import load_suite
+from ragscore_workers.answers import NO_RETRIEVAL
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import Row, TargetConfig
 from ragscore_workers.target import TargetError, fill_row
@@ -117,6 +118,18 @@ def test_fill_row_errors_clearly_when_the_reply_does_not_fit() -> None:
         fill_row(row, _config(citations="data.answer"), REPLY)
     # A retrieval-only target maps no answer.
     assert fill_row(row, _config(answer=None), REPLY).answer is None
+
+
+def test_a_target_mapping_no_retrieval_field_marks_its_rows_as_an_llm_alones() -> None:
+    """A response map naming neither contexts nor retrieved_doc_ids is an LLM alone's: its rows are marked
+    (``Row.answered_alone``), not given ``retrieved_doc_ids: []`` (retrieval ran and found nothing: recall 0); a
+    mark the dataset's row carries (an earlier run's answers.jsonl) is this target's to give, not kept."""
+    row = Row(id="q1", question="Capital?")
+    alone = fill_row(row, _config(contexts=None, retrieved_doc_ids=None), REPLY)
+    assert alone.answered_alone and alone.retrieved_doc_ids is None and alone.to_message()[NO_RETRIEVAL] is True
+    for retrieving in (_config(), _config(contexts=None), _config(retrieved_doc_ids=None)):
+        assert not fill_row(alone, retrieving, REPLY).answered_alone
+        assert NO_RETRIEVAL not in fill_row(alone, retrieving, REPLY).to_message()
 
 
 def test_a_path_that_finds_nothing_is_unfilled_and_one_to_an_empty_list_is_found() -> None:

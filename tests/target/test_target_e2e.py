@@ -17,7 +17,7 @@ import pytest
 from orchestrator import evaluate, resume
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.reports.markdown import TARGET_COLUMNS
-from ragscore_workers.answers import TARGET_ERROR
+from ragscore_workers.answers import NO_RETRIEVAL, TARGET_ERROR
 from ragscore_workers.errors import ConfigError, DatasetWarning
 
 from ..fakes import FakeRag
@@ -637,3 +637,38 @@ def test_a_cluster_whose_workers_lack_the_suites_plugin_fails_the_run_saying_so_
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_a_target_returning_no_contexts_is_an_llm_alone_said_once_and_not_flagged(home: Path, tmp_path: Path) -> None:
+    """A target whose response map names neither contexts nor retrieved_doc_ids (an LLM alone) had every row flagged
+    ``no_contexts`` by quality_checks, and recall_at_k scored its rows 0 as if retrieval had found nothing. Its rows
+    are marked (in answers.jsonl too), so neither; before the run, one warning names the metrics unscorable for it."""
+    recall = {"name": "recall_at_k", "params": {"k": [1]}}
+    with FakeRag() as rag:
+        suite = {
+            "metrics": [{"name": "quality_checks", "params": {"citation_pattern": ""}}, recall, "verbatim"],
+            "targets": [{"system": "llm", "url": rag.url("llm"), "response": {"answer": "answer", "contexts": None,
+                                                                             "citations": "citations"}},
+                        {"system": "rag", "url": rag.url("rag"), "response": {
+                            "answer": "answer", "contexts": "contexts[*].text", "citations": "citations",
+                            "retrieved_doc_ids": "contexts[*].doc_id"}}],
+        }  # fmt: skip
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            result = evaluate(questions(N), suite, out=tmp_path / "out")
+
+    texts = [str(w.message) for w in said if issubclass(w.category, DatasetWarning)]
+    alone = ("target 'llm' returns no contexts (its response map names neither contexts nor retrieved_doc_ids: an LLM "
+             "alone, which retrieves nothing): recall_at_k, verbatim will be unscorable for its rows")  # fmt: skip
+    assert len([t for t in texts if alone in t]) == 1, texts
+    assert not [w for w in said if issubclass(w.category, IncompleteRunWarning)], [str(w.message) for w in said]
+    items = _by_key(result.items)
+    for i in range(N):
+        llm, retrieving = items[("llm", f"q{i}")], items[("rag", f"q{i}")]
+        assert llm.metrics["quality_checks"].details["issues"] == [], llm.metrics["quality_checks"]
+        for name in ("recall_at_1", "verbatim"):
+            assert llm.metrics[name].score is None and llm.metrics[name].details["reason"] == "no contexts", name
+        assert retrieving.metrics["recall_at_1"].score == 1.0 and retrieving.metrics["verbatim"].score == 1.0
+    answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    assert {a["system"]: a.get(NO_RETRIEVAL) for a in answers} == {"llm": True, "rag": None}
+    assert not [a for a in answers if a["system"] == "llm" and "retrieved_doc_ids" in a], "no claim of a retrieval"

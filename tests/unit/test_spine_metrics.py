@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragscore_workers.answers import NO_RETRIEVAL
 from ragscore_workers.errors import ConfigError
 from ragscore_workers.metrics.exact_match import exact_match
 from ragscore_workers.metrics.registry import NoParams, get_metric
@@ -116,6 +117,18 @@ def test_recall_at_k_and_mrr_by_rank() -> None:
 def test_recall_special_cases() -> None:
     assert _recall(None, "d1", [1]) == {"recall_at_1": 0.0, "mrr": 0.0}  # retrieved nothing: a miss
     assert _recall(["d1"], None, [1, 5]) == {"recall_at_1": None, "recall_at_5": None, "mrr": None}
+
+
+def test_recall_of_an_llm_alones_row_without_retrieved_ids_is_unscorable_by_design() -> None:
+    """A row its target answered without contexts or doc ids (:data:`NO_RETRIEVAL`) says nothing of a retrieval:
+    unscorable for lack of contexts (by design: no gate fails it), not a miss; ids it does have are scored."""
+    alone = {NO_RETRIEVAL: True}
+    unscored = recall_at_k(Row(id="q", gold_doc_id="d1", **alone), RecallParams(k=[1]))
+    assert {name: (r.score, r.details.get("reason")) for name, r in unscored.items()} == {
+        "recall_at_1": (None, "no contexts"), "mrr": (None, "no contexts")}  # fmt: skip
+    assert recall_at_k(Row(id="q", gold_doc_id="d1", retrieved_doc_ids=[], **alone), RecallParams(k=[1]))[
+        "mrr"].score == 0.0  # fmt: skip
+    assert recall_at_k(Row(id="q", **alone), RecallParams(k=[1]))["mrr"].details["reason"] == "no gold_doc_id"
 
 
 def test_recall_compares_ids_without_surrounding_whitespace_and_drops_blank_gold_ids() -> None:
