@@ -121,7 +121,7 @@ class ResolvedSuite:
         ``fields_empty``: the fields some row gives but none with a value (every ``contexts`` empty: no misnamed
         column). The retrieval fields that the rows of a target returning none lack are said once of it
         (:meth:`_alone_warning`); where every target is such, not again as a column named otherwise."""
-        lacking = self._alone_lack(fields_seen, fields_empty)
+        lacking = self._alone_lack(fields_seen)
         alone = self._alone_warning(lacking)
         fields_seen = self._with_filled(fields_seen) | (set() if any(t.retrieves for t in self.targets) else lacking)
         return alone + [
@@ -135,28 +135,30 @@ class ResolvedSuite:
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
 
-    def _alone_lack(self, fields_seen: set[str], fields_empty: set[str]) -> set[str]:
+    def _alone_lack(self, fields_seen: set[str]) -> set[str]:
         """The retrieval fields the rows of the suite's targets that return none (``TargetConfig.retrieves``: an LLM
-        alone) lack, the dataset giving them no value: ``contexts`` with none (``[]`` is none), ``retrieved_doc_ids``
-        absent (``[]`` says retrieval found nothing: recall 0). None without such a target."""
+        alone) lack, the dataset giving them no value: ``contexts`` with none (``[]`` is none: not seen),
+        ``retrieved_doc_ids`` absent (``[]`` says retrieval found nothing: recall 0). None without such a target."""
         if all(t.retrieves for t in self.targets):
             return set()
-        return {f for f in RETRIEVAL_FIELDS if f not in fields_seen or (f == "contexts" and f in fields_empty)}
+        return {f for f in RETRIEVAL_FIELDS if f not in fields_seen}
 
     def _alone_warning(self, lacking: set[str]) -> list[str]:
         """One warning naming the targets that return no contexts and the suite's metrics that will be unscorable for
         their rows for lack of ``lacking`` (:meth:`_alone_lack`); none where no metric reads them."""
-        names = [m.name for m, _ in self.metrics if lacking.intersection((*m.needs, *m.scores_without))]
+        read = {m.name: lacking.intersection((*m.needs, *m.scores_without)) for m, _ in self.metrics}
+        names = [name for name, fields in read.items() if fields]
         if not names:
             return []
+        why = " or ".join(f"no {f}" for f in RETRIEVAL_FIELDS if any(f in fields for fields in read.values()))
         alone = [t.system for t in self.targets if not t.retrieves]
         said = "the target" if None in alone else noun_names(alone, "target")  # unnamed: the suite's only one
         one = len(alone) == 1
         return [f"{said} {'returns' if one else 'return'} no contexts ("
                 f"{'its response map names' if one else 'their response maps name'} neither contexts nor "
                 f"retrieved_doc_ids: {'an LLM alone, which retrieves' if one else 'LLMs alone, which retrieve'} "
-                f"nothing): {', '.join(names)} will be unscorable for {'its' if one else 'their'} rows (no contexts; "
-                "no failure where other metrics score)"]  # fmt: skip
+                f"nothing): {', '.join(names)} will be unscorable for {'its' if one else 'their'} rows ({why}; no "
+                "failure where other metrics score)"]  # fmt: skip
 
     def scoreless(self, fields_seen: set[str]) -> list[str]:
         """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:

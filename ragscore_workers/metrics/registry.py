@@ -54,9 +54,13 @@ LOWER_IS_BETTER = frozenset({"answer_hallucination"})
 #: (``no contexts``), and a dataset no row of which has it is warned of once, before the run; its scoring no item
 #: of such a run is no failure (``ResolvedSuite.scoreless``, ``gates.incomplete``): it does not apply to the system.
 OPTIONAL_FIELDS = {"contexts": "a system that retrieves nothing, an LLM alone, has none"}
-#: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``): the gates and
-#: ``ragscore compare`` do not fail an output every item of which is unscorable so.
-BY_DESIGN_REASONS = frozenset(f"no {field}" for field in OPTIONAL_FIELDS)
+#: ``recall_at_k``'s reason for a row that a target returning no contexts nor doc ids answered without retrieved ids
+#: (``Row.answered_alone``: an LLM alone's, which retrieves nothing by design).
+NO_RETRIEVED_IDS = "no retrieved_doc_ids"
+#: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``, and
+#: :data:`NO_RETRIEVED_IDS`): the gates and ``ragscore compare`` do not fail an output every item of which is
+#: unscorable so.
+BY_DESIGN_REASONS = frozenset({*(f"no {field}" for field in OPTIONAL_FIELDS), NO_RETRIEVED_IDS})
 
 
 #: The key of a param's ``json_schema_extra`` that says what a run uses when the param is left unset (None).

@@ -8,11 +8,12 @@ compared with surrounding whitespace stripped (a CSV's ``"d1, d2"``); blank gold
 gold id is unscorable; a row with a gold id but no retrieved documents scores 0 (the system retrieved nothing, as an
 LLM-only one does by design: ``details["empty"]``, which the run's summary counts apart and its end says as
 information; a row without retrieved ids answered by a target that returns no contexts nor doc ids,
-``Row.answered_alone``, is unscorable, ``no contexts``: nothing is known of a retrieval; a dataset in which no row
-has ``retrieved_doc_ids`` is warned of before the run: a column named otherwise, ``retrieved_ids``, would score
-every row 0; and a run in which no row's gold id is at any rank of its retrieved ids, ``mrr`` 0 on each of at least
-2 rows that retrieved something, of the dataset or of a system, ends with a line saying so: gold and retrieved ids
-named in two schemes, ``doc_12`` and ``12``, score every row 0 without an error).
+``Row.answered_alone``, is unscorable, ``no retrieved_doc_ids`` (by design, as ``no contexts``: no gate fails it):
+nothing is known of a retrieval; a dataset in which no row has ``retrieved_doc_ids`` is warned of before the run: a
+column named otherwise, ``retrieved_ids``, would score every row 0; and a run in which no row's gold id is at any
+rank of its retrieved ids, ``mrr`` 0 on each of at least 2 rows that retrieved something, of the dataset or of a
+system, ends with a line saying so: gold and retrieved ids named in two schemes, ``doc_12`` and ``12``, score every
+row 0 without an error).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from ..schemas import MetricResult, Queue, Row
 from .citation import id_set
-from .registry import register
+from .registry import NO_RETRIEVED_IDS, register
 
 
 class RecallParams(BaseModel):
@@ -72,7 +73,7 @@ def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
     gold, retrieved, rank = gold_rank(row)
     if not gold or (row.answered_alone and row.retrieved_doc_ids is None):
-        reason = MetricResult.unscorable("no contexts" if gold else "no gold_doc_id")  # an LLM alone's: by design
+        reason = MetricResult.unscorable(NO_RETRIEVED_IDS if gold else "no gold_doc_id")  # an LLM alone's: by design
         return {name: reason for name in _outputs(params)}
     details = {"rank": rank, "retrieved_top_1": retrieved[0] if retrieved else None, "gold": len(gold)}
     if not retrieved:  # by design (an LLM-only system): counted apart from misses (MetricSummary.empty)

@@ -461,6 +461,8 @@ def test_an_output_no_item_of_which_has_contexts_is_no_run_error_where_another_s
 
     no_contexts = ["no contexts", "no contexts"]
     assert incomplete(summary({"context_relevance": no_contexts, "exact_match": [None, None]})) is None
+    no_ids = ["no retrieved_doc_ids"] * 2  # recall of a target that returns no contexts nor ids: by design too
+    assert incomplete(summary({"mrr": no_ids, "exact_match": [None, None]})) is None
     said = incomplete(summary({"context_relevance": no_contexts})) or ""
     assert said.startswith("no scores for context_relevance: every item was unscorable"), said
     mixed = {"context_relevance": ["no contexts", "no question"], "exact_match": [None, None]}

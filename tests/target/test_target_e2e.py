@@ -666,8 +666,8 @@ def test_a_target_returning_no_contexts_is_an_llm_alone_said_once_and_not_flagge
     for i in range(N):
         llm, retrieving = items[("llm", f"q{i}")], items[("rag", f"q{i}")]
         assert llm.metrics["quality_checks"].details["issues"] == [], llm.metrics["quality_checks"]
-        for name in ("recall_at_1", "verbatim"):
-            assert llm.metrics[name].score is None and llm.metrics[name].details["reason"] == "no contexts", name
+        for name, why in (("recall_at_1", "no retrieved_doc_ids"), ("verbatim", "no contexts")):
+            assert llm.metrics[name].score is None and llm.metrics[name].details["reason"] == why, name
         assert retrieving.metrics["recall_at_1"].score == 1.0 and retrieving.metrics["verbatim"].score == 1.0
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     assert {a["system"]: a.get(NO_RETRIEVAL) for a in answers} == {"llm": True, "rag": None}

@@ -121,11 +121,12 @@ def test_recall_special_cases() -> None:
 
 def test_recall_of_an_llm_alones_row_without_retrieved_ids_is_unscorable_by_design() -> None:
     """A row its target answered without contexts or doc ids (:data:`NO_RETRIEVAL`) says nothing of a retrieval:
-    unscorable for lack of contexts (by design: no gate fails it), not a miss; ids it does have are scored."""
+    unscorable for lack of retrieved ids (by design: no gate fails it), not a miss, though the row has contexts (the
+    dataset's, which a target that does not map them leaves in the row); ids it does have are scored."""
     alone = {NO_RETRIEVAL: True}
-    unscored = recall_at_k(Row(id="q", gold_doc_id="d1", **alone), RecallParams(k=[1]))
+    unscored = recall_at_k(Row(id="q", gold_doc_id="d1", contexts=["c"], **alone), RecallParams(k=[1]))
     assert {name: (r.score, r.details.get("reason")) for name, r in unscored.items()} == {
-        "recall_at_1": (None, "no contexts"), "mrr": (None, "no contexts")}  # fmt: skip
+        "recall_at_1": (None, "no retrieved_doc_ids"), "mrr": (None, "no retrieved_doc_ids")}  # fmt: skip
     assert recall_at_k(Row(id="q", gold_doc_id="d1", retrieved_doc_ids=[], **alone), RecallParams(k=[1]))[
         "mrr"].score == 0.0  # fmt: skip
     assert recall_at_k(Row(id="q", **alone), RecallParams(k=[1]))["mrr"].details["reason"] == "no gold_doc_id"
