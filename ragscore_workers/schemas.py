@@ -535,6 +535,8 @@ class JudgeConfig(BaseModel):
         :data:`_SHORT_SECRET_KEY` characters (``tken``) only where its value looks like a key (``gsk_...``)."""
         for key, item in value.items():
             name = str(key).lower()
+            if name.endswith("_env"):  # names a variable (a judge metric's api_key_env), said as misplaced
+                continue
             if _SECRET_NAME.match(name):
                 yield key, str(key)
             elif name not in cls.model_fields and not close_names(name, cls.model_fields):

@@ -862,6 +862,20 @@ def test_a_secret_judge_key_is_refused_with_the_judge_sections_other_problems() 
     assert "judge.rpm: Input should be greater than 0" in said and "REALSECRET987" not in said, said
 
 
+def test_a_judge_metrics_param_in_the_judge_section_is_told_where_it_goes() -> None:
+    """``judge: {api_key_env: MY_KEY}`` (the docs' name for the key's variable) was refused as a key written into
+    the suite, with "did you mean 'api_key'?", a name refused too; ``max_cost`` there had no hint. Each is said to be
+    a param of the judge metrics, with where it goes; the value is never shown."""
+    with pytest.raises(ConfigError) as info:
+        load_suite({"metrics": ["answer_accuracy"], "judge": {"api_key_env": "MY_KEY", "max_cost": 2, "modle": "m"}})
+    said = str(info.value)
+    for param in ("api_key_env", "max_cost"):
+        assert (f"judge.{param}: a param of the judge metrics, not of the judge section: give it in each judge "
+                f"metric's params ({{name: answer_accuracy, params: {{{param}: ...}}}})") in said, said  # fmt: skip
+    assert "judge.modle: Extra inputs are not permitted (did you mean 'model'?)" in said, said
+    assert "keys come from the environment" not in said and "MY_KEY" not in said, said
+
+
 def test_a_misspelt_secret_judge_key_in_upper_case_is_told_the_name_it_looks_like() -> None:
     """``API_KYE`` was an unknown key with no hint, where ``api_kye`` was refused as the api_key it looks like."""
     with pytest.raises(ConfigError, match=r"judge: API_KYE \(did you mean 'api_key'\?\): keys come from the env"):
