@@ -853,7 +853,8 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
                 f"Cannot use {what} at {redact_url(url)}: it has no database {db} ({exc}); a Redis has databases 0 "
                 "to 15 unless its 'databases' setting says more"
             ) from exc
-        return f"{exc}{_unresolved_hint(url, exc) or _tls_hint(url, exc)}"
+        hint = _unresolved_hint(url, exc) or _refused_hint(url, exc) or _tls_hint(url, exc)
+        return f"{str(exc).rstrip('.') if hint else exc}{hint}"  # one stop: "... Connection refused; nothing ..."
     finally:
         probe.close()
 
@@ -862,16 +863,34 @@ def probe_redis(url: str, what: str = "Redis", roles: tuple[Role, ...] = ()) -> 
 _NO_SUCH_NAME = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
+def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of type ``kind`` in the chain of ``exc`` (itself, its causes and contexts), else None."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, kind):
+        cause = cause.__cause__ or cause.__context__
+    return cause
+
+
 def _unresolved_hint(url: str, exc: redis.RedisError) -> str:
     """What a failed ping says of a host name that does not resolve, "" where it resolved (or the resolver did not
     answer): a mistyped name, or the name of a Redis not up yet, so it is waited for as a Redis starting up."""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, socket.gaierror):
-        cause = cause.__cause__ or cause.__context__
+    cause = _cause(exc, socket.gaierror)
     if isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_NAME:
         return (f"; its host name {urlsplit(url).hostname!r} does not resolve: check its spelling, or that its "
                 "Redis is up where a name resolves only then (a docker compose service, a Kubernetes pod)")  # fmt: skip
     return ""
+
+
+def _refused_hint(url: str, exc: redis.RedisError) -> str:
+    """What a failed ping says of a host that refused the connection (nothing listens on that port: a Redis not
+    started, a mistyped port), and that a run on one machine needs no broker; "" for another failure or a unix
+    socket."""
+    host = urlsplit(url).hostname
+    if host is None or _cause(exc, ConnectionRefusedError) is None:
+        return ""
+    return (f"; nothing listens on port {urlsplit(url).port or 6379} of {host}: start its Redis, or correct the "
+            "host or port in the URL (a run on this machine alone needs no broker: leave out --broker and "
+            "RAGSCORE_BROKER_URL, and `ragscore run` starts a Redis of its own)")  # fmt: skip
 
 
 #: TLS files a rediss:// URL's query may name (redis-py's and kombu's spelling).

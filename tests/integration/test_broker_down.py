@@ -70,7 +70,7 @@ def test_cancel_marks_the_run_cancelled_then_says_its_summary_waits_for_the_brok
     said = str(cancelled.value)
     assert store.state(run_id) == RunState.CANCELLED
     assert said.startswith(f"Cannot use the broker's Redis at {broker}"), said
-    assert f"Connection refused. Run {run_id} is cancelled" in said, said  # one stop between the two sentences
+    assert f"Redis of its own). Run {run_id} is cancelled" in said, said  # one stop between the two sentences
     # the command it gives names the broker: without it, it asked RAGSCORE_BROKER_URL or the embedded Redis
     assert f"`ragscore results {run_id} --out DIR --broker {broker}` writes it" in said, said
     with pytest.raises(BrokerError) as no_summary:

@@ -993,6 +993,24 @@ def test_a_database_redis_refuses_on_a_unix_socket_names_the_database_not_the_so
         server.stop()
 
 
+def test_a_port_nothing_listens_on_is_named_with_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --broker URL with a mistyped port, or a Redis not started, said only redis-py's "Error 111 connecting to
+    localhost:6999. Connection refused.", and not that a run on one machine needs no broker at all. The error names
+    the port and host that refused and what to do; a unix socket's refusal (the embedded Redis's) gets no such
+    hint."""
+    from orchestrator import connection
+
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.0)  # the retries of a broker that does not answer, short
+    with closed_port() as port, pytest.raises(BrokerError) as refused:
+        connect(f"redis://:{PASSWORD}@127.0.0.1:{port}/0")
+    said = str(refused.value)
+    assert said.startswith(f"Cannot use Redis at redis://:***@127.0.0.1:{port}/0: ") and PASSWORD not in said, said
+    assert f"nothing listens on port {port} of 127.0.0.1: start its Redis, or correct the host or port" in said, said
+    assert "leave out --broker and RAGSCORE_BROKER_URL, and `ragscore run` starts a Redis of its own" in said, said
+    socket_said = probe_redis(f"unix://{tmp_path / 'gone.sock'}")
+    assert socket_said and "nothing listens" not in socket_said, socket_said
+
+
 def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_not_yet_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
