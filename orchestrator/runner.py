@@ -962,7 +962,7 @@ def wait(
             with suppress(redis.RedisError):
                 cancel(store, run_id)
             with suppress(OSError):  # said at once, as the wait may be long (a closed terminal: nothing to say it on)
-                note_of(progress)(_stopping_note(isinstance(exc, KeyboardInterrupt)))
+                note_of(progress)(_stopping_note(isinstance(exc, KeyboardInterrupt), _calling(store, run_id)))
             stop_on_error()
         raise
     finally:
@@ -975,11 +975,28 @@ def wait(
         progress.stop()
 
 
-def _stopping_note(interrupted: bool) -> str:
+def _stopping_note(interrupted: bool, calls: list[str]) -> str:
     """What an embedded run says as it stops its workers once its wait ended (:func:`wait`'s ``stop_on_error``): it
-    may take ``STOP_S``, and its last progress line comes after; ``interrupted`` (a Ctrl-C): how to cut it short."""
-    again = "; Ctrl-C again to stop at once: the resume sends them again" if interrupted else ""
-    return f"stopping the workers: the judge and target calls under way end and are kept (up to {STOP_S:.0f} s{again})"
+    may take ``STOP_S``, and its last progress line comes after; ``interrupted`` (a Ctrl-C): how to cut it short.
+    ``calls``: the run's queues whose calls under way end and are kept (:func:`_calling`); other tasks under way are
+    cut short, which a run with none of those is told."""
+    if calls:
+        again = "; Ctrl-C again to stop at once: the resume sends them again" if interrupted else ""
+        return (f"stopping the workers: the {' and '.join(calls)} calls under way end and are kept "
+                f"(up to {STOP_S:.0f} s{again})")  # fmt: skip
+    again = "; Ctrl-C again to stop at once" if interrupted else ""
+    return (f"stopping the workers (up to {STOP_S:.0f} s{again}): what they are scoring is cut short; the resume "
+            "scores it again")  # fmt: skip
+
+
+def _calling(store: RunStore, run_id: str) -> list[str]:
+    """The queues of the run whose calls its workers end before they stop (``judge``, ``target``); none where the
+    store cannot say."""
+    try:
+        counters = store.progress(run_id)
+    except redis.RedisError:
+        return []
+    return [queue for queue in ("judge", "target") if counters.get(f"total:{queue}")]
 
 
 class _Outage:

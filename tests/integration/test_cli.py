@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -592,6 +593,23 @@ def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
     while _our_processes(home) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _our_processes(home) == []
+
+
+def test_ctrl_c_while_a_run_without_judge_or_target_is_followed_says_what_its_workers_score_is_cut_short(
+    tmp_path: Path, home: Path
+) -> None:
+    """A Ctrl-C of a run scoring exact_match said "stopping the workers: the judge and target calls under way end and
+    are kept", of calls it has none of, and not that what its workers score is cut short (docs/cli.md): it says
+    that now."""
+    proc = _start_run(tmp_path, home, 10000)
+    assert proc.stderr is not None
+    said = "".join(itertools.takewhile(lambda line: "item×metric outputs (" not in line, proc.stderr))
+    assert proc.poll() is None, said  # followed: its first progress line was read
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 130, said + stderr
+    assert ("stopping the workers (up to 15 s; Ctrl-C again to stop at once): what they are scoring is cut short; the "
+            "resume scores it again") in stderr, stderr  # fmt: skip
 
 
 def test_the_run_list_says_an_embedded_run_whose_process_was_killed_is_interrupted(tmp_path: Path, home: Path) -> None:

@@ -423,7 +423,7 @@ def test_a_run_stopped_by_ctrl_c_counts_the_judge_calls_in_flight_that_end_after
     last = [line for line in lines if line.startswith(f"[ragscore] {run_id}: ")][-1]
     assert f": {scored}/{total} item×metric outputs scored (" in last and f" stopped {stopped} " in last, (last, scored)
     # said at once, not after the wait on the workers: the Ctrl-C was heard, and how to cut the wait short
-    said = "[ragscore] stopping the workers: the judge and target calls under way end and are kept (up to 15 s; Ctrl-C"
+    said = "[ragscore] stopping the workers: the judge calls under way end and are kept (up to 15 s; Ctrl-C"
     assert any(line.startswith(said) for line in lines[: lines.index(last)]), stderr
 
 
