@@ -39,6 +39,7 @@ from ragscore_workers.store import (
     eviction_warning,
     probe_redis,
     redis_client,
+    refused_note,
     store_url_for_redis_py,
 )
 
@@ -92,6 +93,7 @@ def connect(
     sends: bool = False,
     queues: bool = False,
     writes: bool = False,
+    no_broker: str = "",
 ) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a run,
     a submit, a resume), so a broker's Redis apart from the store's is probed too (the queues of its run's suite by
@@ -103,7 +105,9 @@ def connect(
     that sends does too), and where it reads the queues may send to the control queue (cancel), so its users are
     checked for the writing roles, not the reading ones; one that sends checks the result backend's user too
     (:data:`.acl.BACKEND`): the broker's where RAGSCORE_RESULT_BACKEND is unset or the broker's database and user,
-    else its own (:func:`broker_roles`)."""
+    else its own (:func:`broker_roles`). ``no_broker``: how the caller does without the broker (a new run, which
+    an embedded Redis serves), added to the error where nothing listens on the port of ``broker_url`` (not where
+    it is the run store's or the result backend's URL that refuses: that is their own variable's)."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -139,7 +143,7 @@ def connect(
     if backend and not in_store:
         named.append((backend, BACKEND_REDIS, (BACKEND,)))
     for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
-        _reach(url, what, roles)
+        _reach(url, what, roles, no_broker if url == broker_url else "")
     _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = None if one else redis_client(broker_url, STORE_READ_TIMEOUT_S)
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker,
@@ -151,14 +155,17 @@ def connect(
     return store
 
 
-def _reach(url: str, what: str, roles: tuple[Role, ...]) -> None:
+def _reach(url: str, what: str, roles: tuple[Role, ...], no_broker: str = "") -> None:
     """Return once the Redis at ``url`` answers, retried for CONNECT_RETRY_S; else BrokerError naming it as ``what``
-    (or probe_redis's errors: a wrong password, a database it lacks, a user that may not do the work of ``roles``)."""
+    (or probe_redis's errors: a wrong password, a database it lacks, a user that may not do the work of ``roles``),
+    with ``no_broker`` (:func:`connect`'s) where nothing listens on its port."""
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
     if problem := probe_redis(url, what, roles):
         log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
                     CONNECT_RETRY_S)  # fmt: skip
         if problem := _until_redis_answers(url, deadline, problem, what, roles):
+            if no_broker and problem.endswith(refused_note(url)):
+                problem = f"{problem} ({no_broker})"
             raise cannot_use(url, what, problem)
 
 

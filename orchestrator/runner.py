@@ -1397,6 +1397,14 @@ def check_judge_threads(threads: object, broker: str | None, caller: Caller = CL
                           "--concurrency N`)")  # fmt: skip
 
 
+def _no_broker(caller: Caller) -> str:
+    """What a new run sent to a broker whose port nothing listens on is told (:func:`.connection.connect`'s
+    ``no_broker``): a run on one machine needs none."""
+    starts = "evaluate()" if caller.python else "`ragscore run`"
+    return (f"a run on this machine alone needs no broker: leave out {caller.option('broker')} and "
+            f"RAGSCORE_BROKER_URL, and {starts} starts a Redis of its own")  # fmt: skip
+
+
 def judge_threads_unused(caller: Caller = CLI, *, resumed: bool = False) -> str:
     """What an embedded run with no judge work says of ``--judge-threads`` (``judge_threads=``) given, before its
     first task is sent; ``resumed``: what a resume that sent no judge work says once it ended (its look-up, not its
@@ -1853,7 +1861,7 @@ def run(
         if takes_over:  # where the earlier run's reports will move, once the run goes ahead
             refuse_a_bad_previous(out_dir, caller.option("out"))
         if broker:
-            store = connect(broker, settings, sends=True)
+            store = connect(broker, settings, sends=True, no_broker="" if resume_id else _no_broker(caller))
             for said in eviction_warnings(store, broker, settings):  # said before its work is sent there
                 caller.warn(said, EvictionWarning)
             if (done := done_here(store)) is not None:

@@ -117,6 +117,7 @@ __all__ = [
     "pool_like",
     "probe_redis",
     "redis_client",
+    "refused_note",
     "scored_of",
     "store_url_for_redis_py",
     "stored_fields",
@@ -882,15 +883,19 @@ def _unresolved_hint(url: str, exc: redis.RedisError) -> str:
 
 
 def _refused_hint(url: str, exc: redis.RedisError) -> str:
-    """What a failed ping says of a host that refused the connection (nothing listens on that port: a Redis not
-    started, a mistyped port), and that a run on one machine needs no broker; "" for another failure or a unix
-    socket."""
-    host = urlsplit(url).hostname
-    if host is None or _cause(exc, ConnectionRefusedError) is None:
+    """What a failed ping says of a host that refused the connection (:func:`refused_note`); "" for another failure
+    or a unix socket."""
+    if urlsplit(url).hostname is None or _cause(exc, ConnectionRefusedError) is None:
         return ""
-    return (f"; nothing listens on port {urlsplit(url).port or 6379} of {host}: start its Redis, or correct the "
-            "host or port in the URL (a run on this machine alone needs no broker: leave out --broker and "
-            "RAGSCORE_BROKER_URL, and `ragscore run` starts a Redis of its own)")  # fmt: skip
+    return refused_note(url)
+
+
+def refused_note(url: str) -> str:
+    """What a failed ping of the TCP URL ``url`` ends with where nothing listens on its port (a Redis not started, a
+    mistyped port): :func:`probe_redis`'s words, which a caller may add to (a run that needs no broker)."""
+    parts = urlsplit(url)
+    return (f"; nothing listens on port {parts.port or 6379} of {parts.hostname}: start its Redis, or correct the "
+            "host or port in the URL")  # fmt: skip
 
 
 #: TLS files a rediss:// URL's query may name (redis-py's and kombu's spelling).

@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -995,18 +996,49 @@ def test_a_database_redis_refuses_on_a_unix_socket_names_the_database_not_the_so
 
 def test_a_port_nothing_listens_on_is_named_with_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A --broker URL with a mistyped port, or a Redis not started, said only redis-py's "Error 111 connecting to
-    localhost:6999. Connection refused.", and not that a run on one machine needs no broker at all. The error names
-    the port and host that refused and what to do; a unix socket's refusal (the embedded Redis's) gets no such
-    hint."""
+    localhost:6999. Connection refused.", and a new run not that a run on one machine needs no broker at all. Every
+    such error names the port and host that refused and what to do; a new run's broker (run's --broker, evaluate()'s
+    broker=) also that it needs none, but not the run store's or the result backend's URL (their own variables),
+    a resume (its run is the cluster's), nor a command of a cluster (status, cancel: :func:`connect` alone). A unix
+    socket's refusal (the embedded Redis's) gets no such hint."""
     from orchestrator import connection
+    from orchestrator.caller import PYTHON
 
-    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.0)  # the retries of a broker that does not answer, short
-    with closed_port() as port, pytest.raises(BrokerError) as refused:
-        connect(f"redis://:{PASSWORD}@127.0.0.1:{port}/0")
-    said = str(refused.value)
-    assert said.startswith(f"Cannot use Redis at redis://:***@127.0.0.1:{port}/0: ") and PASSWORD not in said, said
-    assert f"nothing listens on port {port} of 127.0.0.1: start its Redis, or correct the host or port" in said, said
-    assert "leave out --broker and RAGSCORE_BROKER_URL, and `ragscore run` starts a Redis of its own" in said, said
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 1.0)  # the retries of a Redis that does not answer, short
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    alone = "a run on this machine alone needs no broker: leave out"
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        with closed_port() as port, closed_port() as other:
+            url = f"redis://:{PASSWORD}@127.0.0.1:{port}/0"
+            listens = f"Connection refused; nothing listens on port {port} of 127.0.0.1: start its Redis, or correct "
+            broker = f"Cannot use Redis at redis://:***@127.0.0.1:{port}/0: "
+
+            def refused(*, expected: str = broker, **given: Any) -> str:
+                with pytest.raises(BrokerError) as info:
+                    run(data, load_suite(SUITE), tmp_path / "out", timeout_s=60, **given)
+                said = str(info.value)
+                assert said.startswith(expected) and PASSWORD not in said, said
+                return said
+
+            said = refused(broker=url)
+            assert (f"{listens}the host or port in the URL ({alone} --broker and RAGSCORE_BROKER_URL, and `ragscore "
+                    "run` starts a Redis of its own)") in said, said  # fmt: skip
+            said = refused(broker=url, caller=PYTHON)
+            assert f"({alone} broker= and RAGSCORE_BROKER_URL, and evaluate() starts a Redis of its own)" in said, said
+            said = refused(broker=url, resume_id="gone")
+            assert listens in said and alone not in said, said
+            with pytest.raises(BrokerError) as status:  # what status and cancel connect with
+                connect(url)
+            assert listens in str(status.value) and alone not in str(status.value), status.value
+            apart = get_settings().model_copy(update={"store_url": f"redis://127.0.0.1:{other}/0"})
+            said = refused(broker=url, settings=apart, expected=f"Cannot use {STORE_REDIS} at redis://127.0.0.1:")
+            assert f"nothing listens on port {other} of 127.0.0.1" in said and alone not in said, said
+            backend = get_settings().model_copy(update={"result_backend": f"redis://127.0.0.1:{other}/0"})
+            said = refused(broker=server.url, settings=backend, expected=f"Cannot use {BACKEND_REDIS} at redis://1")
+            assert f"nothing listens on port {other} of 127.0.0.1" in said and alone not in said, said
+    finally:
+        server.stop()
     socket_said = probe_redis(f"unix://{tmp_path / 'gone.sock'}")
     assert socket_said and "nothing listens" not in socket_said, socket_said
 
@@ -1098,6 +1130,8 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
         assert proc.stderr is not None
         first = proc.stderr.readline()
         assert first.startswith("Warning: cannot reach the broker") and "keep retrying" in first
+        # its port named, not that a run on one machine needs no broker: a worker serves a cluster
+        assert f"nothing listens on port {port} of 127.0.0.1" in first and "needs no broker" not in first, first
         second = proc.stderr.readline()  # it said "workers up for cpu", with no broker to be up on
         assert second.startswith(f"workers started for cpu, waiting for the broker redis://127.0.0.1:{port}/0;"), second
     finally:
@@ -1144,6 +1178,7 @@ def test_a_worker_refuses_a_wrong_store_password_and_warns_of_an_unreachable_sto
         assert first.startswith(f"Warning: cannot reach the run store's Redis (RAGSCORE_STORE_URL) at "
                                 f"redis://:***@127.0.0.1:{port}/0"), first  # fmt: skip
         assert "the workers write every result there" in first and PASSWORD not in first, first
+        assert f"nothing listens on port {port} of 127.0.0.1" in first and "needs no broker" not in first, first
     finally:
         try:
             if proc is not None:
