@@ -10,6 +10,7 @@ import base64
 import itertools
 import json
 import logging
+import math
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -129,6 +130,9 @@ class HeldMessages:
 ORPHAN_SETTLED_S = 5.0
 #: Seconds the workers are given to list the messages they hold (:func:`held_messages`).
 HELD_ASK_S = 1.0
+#: Seconds at least between the starts of two checks of an :class:`OrphanWatch` where the first found orphans: a
+#: worker's key renewed late once (a GC pause, a loaded host) or gone for one read is renewed again by then.
+ORPHAN_CONFIRM_S = 2 * RENEW_S
 #: Seconds :func:`held_messages` watches the keys of the workers that did not answer for a renewal (each is renewed
 #: every ``RENEW_S``): a worker killed whole renews none.
 SILENT_RENEWED_S = 2 * RENEW_S
@@ -154,9 +158,10 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     lists the message, or lists none (:meth:`~ragscore_workers.alive.AliveKey.may_hold`; a worker killed whole on a
     queue it shares with such a worker still has its messages called orphaned where that worker's key lists its
     tasks). A worker that answers both asks lists what it runs or waits to run, and its key the rest it holds (a
-    retry waiting on its countdown: :func:`_listed_by`). The keys are watched from before the ask where a held
-    message may be settled by its end (:func:`_settles_by_the_ask`: a call whose held messages are all fresh reads
-    none of them)."""
+    retry waiting on its countdown: :func:`_listed_by`), where that key is seen renewed too: a worker killed whole
+    leaves its key for ``ALIVE_TTL_S``, and one started under its name at once answers the ask in its stead. The keys
+    are watched from before the ask where a held message may be settled by its end (:func:`_settles_by_the_ask`: a
+    call whose held messages are all fresh reads none of them)."""
     held: dict[str, _Held] = {}  # by delivery tag
     for tag, raw in cast("dict[str, str]", store.broker.hgetall("unacked")).items():
         if run_id not in raw:
@@ -175,11 +180,6 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     live = {task["id"] for reply in replies for tasks in reply.values() for task in tasks or []}
     now = time.time()
     delivered = _delivered_at(store, held)
-    # a worker that answered both asks listed what it runs or waits to run, not a retry waiting on its countdown
-    # (Celery's ``scheduled``, a third ask of ~1 s): its key lists that too, read only where a message may be settled
-    answered = set(replies[0]) & set(replies[1])
-    if answered and any(at is not None and now - at >= ORPHAN_SETTLED_S for at in delivered):
-        live |= _listed_by(before if before is not None else _recent_alive_keys(store, SILENT_RENEWED_S), answered)
     stopping = {
         task_id: (worker, runs) for worker, ids in _stopping_workers(store).items() for task_id, runs in ids.items()
     }
@@ -192,15 +192,24 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
         elif one.task_id not in live:
             unlisted.append((tag, at))
     settled = [(tag, at) for tag, at in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S]
-    # a worker that answered one ask alone listed part of what it holds: its key tells the rest
+    unsettled = len(unlisted) - len(settled)
+    # only keys seen renewed tell what their workers hold: a worker killed whole leaves its key for ALIVE_TTL_S, and
+    # one restarted under its name (same host, same -n) answers the ask in its stead
     on = {held[tag].queue for tag, _ in settled}
-    renewed = _renewed_keys(store, on, SILENT_RENEWED_S, answered, before, every=True) if settled else {}
-    orphaned = [(tag, at) for tag, at in settled if not _silently_held(renewed, held[tag], at)]
+    renewed = _renewed_keys(store, on, SILENT_RENEWED_S, before, every=True) if settled else {}
+    # a worker that answered both asks listed what it runs or waits to run, not a retry waiting on its countdown
+    # (Celery's ``scheduled``, a third ask of ~1 s): its key lists that too
+    answered = set(replies[0]) & set(replies[1])
+    listed = _listed_by(renewed, answered)
+    settled = [(tag, at) for tag, at in settled if held[tag].task_id not in listed]
+    # a worker that answered one ask alone listed part of what it holds: its key tells the rest
+    silent = {name: key for name, key in renewed.items() if key.worker not in answered}
+    orphaned = [(tag, at) for tag, at in settled if not _silently_held(silent, held[tag], at)]
     if renewed:  # read after the keys: one its worker acknowledged after listing its tasks without it is no orphan
         again = _delivered_at(store, [tag for tag, _ in orphaned])
         orphaned = [tagged for tagged, still in zip(orphaned, again, strict=True) if still is not None]
     orphans = [Orphan(at, held[tag].queue, rows.of(held[tag].message)) for tag, at in orphaned]
-    return HeldMessages(held=len(held), orphans=orphans, unsettled=len(unlisted) - len(settled), finishing=finishing,
+    return HeldMessages(held=len(held), orphans=orphans, unsettled=unsettled, finishing=finishing,
                         silent=len(settled) - len(orphans))  # fmt: skip
 
 
@@ -211,8 +220,9 @@ def _silently_held(renewed: AliveKeys, message: _Held, delivered_at: float) -> b
 
 
 def _listed_by(keys: AliveKeys, workers: Collection[str]) -> set[str]:
-    """The task ids that the ``keys`` of ``workers`` (Celery's hostnames) list
-    (:func:`~ragscore_workers.kept.held_task_ids`: what they run, wait to run, or wait on a countdown for)."""
+    """The task ids that the ``keys`` (those seen renewed: not a dead twin's, of the same name) of ``workers``
+    (Celery's hostnames) list (:func:`~ragscore_workers.kept.held_task_ids`: what they run, wait to run, or wait on a
+    countdown for)."""
     return {task for key in keys.values() if key.worker in workers for task in key.tasks or ()}
 
 
@@ -298,17 +308,23 @@ class OrphanWatch:
     """The run's held messages at consecutive checks (:meth:`check`), an orphan called one only once two consecutive
     checks call it so: a worker too loaded to record a message it took within ``LISTED_AFTER_S`` (1 s) of its delivery
     (:meth:`~ragscore_workers.alive.AliveKey.may_hold`) has a key that does not list it, and one check calls it an
-    orphan; the next reads that key renewed since, which lists it. A message is known by its queue and delivery stamp
-    (a re-delivery is another)."""
+    orphan; the next reads that key renewed since, which lists it. So is a worker slow to renew its key (a GC pause, a
+    busy host): a check after one that found orphans begins ``ORPHAN_CONFIRM_S`` after it at the soonest. A message
+    is known by its queue and delivery stamp (a re-delivery is another)."""
 
     def __init__(self, store: RunStore, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         #: The orphans of the last check, by (queue, delivered_at).
         self._seen: set[tuple[str, float]] = set()
+        #: When the last check began (``time.monotonic()``).
+        self._began = -math.inf
 
     def check(self) -> HeldMessages:
         """One check (:func:`held_messages`): its orphans those the last check called orphaned too, the others counted
         ``unconfirmed``."""
+        if self._seen:  # confirmed only by a check a renewal of the workers' keys later
+            time.sleep(max(0.0, self._began + ORPHAN_CONFIRM_S - time.monotonic()))
+        self._began = time.monotonic()
         found = held_messages(self.store, self.run_id)
         seen, self._seen = self._seen, {(o.queue, o.delivered_at) for o in found.orphans}
         confirmed = [o for o in found.orphans if (o.queue, o.delivered_at) in seen]
@@ -322,15 +338,21 @@ class OrphanWatch:
 
 
 def held_by_live_workers(
-    store: RunStore, run_id: str, said: set[int] | None = None, resending_after: float | None = None
+    store: RunStore,
+    run_id: str,
+    said: set[int] | None = None,
+    resending_after: float | None = None,
+    watch: OrphanWatch | None = None,
 ) -> bool:
     """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
 
-    Orphaned messages (:func:`held_messages`) do not keep the run from counting as stalled (its work is
-    re-submitted, and the late re-delivery then skips itself as superseded). Other runs' messages do not count.
+    Orphaned messages (:func:`held_messages`, confirmed by two consecutive checks of ``watch``:
+    :meth:`OrphanWatch.confirmed`; None: a watch of this call alone) do not keep the run from counting as stalled (its
+    work is re-submitted, and the late re-delivery then skips itself as superseded); a message one check alone calls
+    orphaned does (a worker slow to renew its key for one read still runs it). Other runs' messages do not count.
     ``said``: orphan counts already logged (each is logged once); ``resending_after``: the seconds without progress
     after which the caller (a run's :func:`~orchestrator.runner.wait`) sends their work again, which it does now."""
-    found = held_messages(store, run_id)
+    found = (watch or OrphanWatch(store, run_id)).confirmed()
     if len(found.orphans) < found.held:
         return True
     if found.orphans and (said is None or len(found.orphans) not in said):
@@ -453,23 +475,22 @@ def _renewed_keys(
     store: RunStore,
     queues: set[str],
     within_s: float,
-    but: Collection[str] = frozenset(),
     before: AliveKeys | None = None,
     every: bool = False,
 ) -> AliveKeys:
-    """The keys naming one of ``queues`` (but those of the workers named in ``but``) seen renewed within ``within_s``
-    s from now (their time left grew between two reads), or since ``before`` (:func:`_recent_alive_keys`, read
-    earlier: then looked at once before any wait), each as last read. Only keys renewed in the last ``within_s`` s are
-    watched (:func:`_recent_alive_keys`): one left unrenewed longer is a gone worker's, not waited on. Returns once
-    each queue has one renewed, or with ``every`` once every watched key is (a key not renewed by then is a gone
-    worker's); none where the store's user may not read the keys (as :func:`_alive_queues`)."""
+    """The keys naming one of ``queues`` seen renewed within ``within_s`` s from now (their time left grew between two
+    reads), or since ``before`` (:func:`_recent_alive_keys`, read earlier: then looked at once before any wait), each
+    as last read. Only keys renewed in the last ``within_s`` s are watched (:func:`_recent_alive_keys`): one left
+    unrenewed longer is a gone worker's, not waited on. Returns once each queue has one renewed, or with ``every``
+    once every watched key is (a key not renewed by then is a gone worker's); none where the store's user may not
+    read the keys (as :func:`_alive_queues`)."""
     renewed: AliveKeys = {}
     deadline = time.monotonic() + within_s
-    seen = _recent_alive_keys(store, within_s, but) if before is None else before
+    seen = _recent_alive_keys(store, within_s) if before is None else before
     pause = 0.0 if before is not None else RENEWAL_POLL_S
     while _watching(seen, renewed, queues, every) and time.monotonic() < deadline:
         time.sleep(pause)
-        pause, now = RENEWAL_POLL_S, _recent_alive_keys(store, within_s, but)
+        pause, now = RENEWAL_POLL_S, _recent_alive_keys(store, within_s)
         renewed.update({name: key for name, key in now.items() if name in seen and key.left_ms > seen[name].left_ms})
         seen = now
     return renewed
@@ -482,12 +503,12 @@ def _watching(seen: AliveKeys, renewed: AliveKeys, queues: set[str], every: bool
     return any(name not in renewed and key.queues & left for name, key in seen.items())
 
 
-def _recent_alive_keys(store: RunStore, within_s: float, but: Collection[str] = frozenset()) -> AliveKeys:
-    """The keys saying workers of the store's broker run (:func:`alive_keys`, but those of the workers named in
-    ``but``) renewed in the last ``within_s`` s (their time left over ``ALIVE_TTL_S - within_s``); none where the
-    store's user may not read them (as :func:`_alive_queues`)."""
+def _recent_alive_keys(store: RunStore, within_s: float) -> AliveKeys:
+    """The keys saying workers of the store's broker run (:func:`alive_keys`) renewed in the last ``within_s`` s
+    (their time left over ``ALIVE_TTL_S - within_s``); none where the store's user may not read them (as
+    :func:`_alive_queues`)."""
     try:
-        keys = alive_keys(store.r, broker_of(store.broker), but)
+        keys = alive_keys(store.r, broker_of(store.broker))
     except redis.exceptions.NoPermissionError:
         return {}
     return {name: key for name, key in keys.items() if key.left_ms > (ALIVE_TTL_S - within_s) * 1000}
@@ -510,11 +531,14 @@ def broker_idle(
     said: set[int] | None = None,
     ignore: Collection[str] = frozenset(),
     resending_after: float | None = None,
+    watch: OrphanWatch | None = None,
 ) -> bool:
     """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
-    worker. ``said`` and ``resending_after``: :func:`held_by_live_workers`'."""
+    worker. ``said``, ``resending_after`` and ``watch``: :func:`held_by_live_workers`'."""
     waiting = waiting_queues(store, run_id)
-    return not any(q not in ignore for q in waiting) and not held_by_live_workers(store, run_id, said, resending_after)
+    return not any(q not in ignore for q in waiting) and not held_by_live_workers(
+        store, run_id, said, resending_after, watch
+    )
 
 
 def queued_messages(store: RunStore, run_id: str, page: int = 1000) -> int:
@@ -624,10 +648,12 @@ def queued_message(ahead: dict[str, Ahead]) -> str:
 
 
 def settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
-    """The run's messages held by workers that are gone; a worker killed a moment ago has its messages told apart
-    from those a live worker is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
-    found = held_messages(store, run_id)
+    """The run's messages held by workers that are gone, confirmed by two consecutive checks
+    (:meth:`OrphanWatch.confirmed`); a worker killed a moment ago has its messages told apart from those a live worker
+    is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
+    watch = OrphanWatch(store, run_id)
+    found = watch.confirmed()
     if found.unsettled:
         time.sleep(ORPHAN_SETTLED_S)
-        found = held_messages(store, run_id)
+        found = watch.confirmed()
     return found.orphans

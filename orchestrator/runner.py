@@ -96,6 +96,7 @@ from .out_claim import claim_out_dir
 from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, outage_of, queued_of
 from .queues import (
     Orphan,
+    OrphanWatch,
     broker_idle,
     held_by_live_workers,
     held_messages,
@@ -855,6 +856,7 @@ def wait(
     last_consumer_check, warned = -math.inf, set[str]()  # never: the first check is due once the run stalls
     restarted = False  # a local worker died and was restarted since the last recovery
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
+    orphan_watch = OrphanWatch(store, run_id)  # its idle checks: an orphan is one two consecutive checks call one
     outage = _Outage(run_id, revive, out_dir, broker)
     aggregating_said = False
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
@@ -926,7 +928,8 @@ def wait(
                     # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
                     if now - last_change > limit and broker_idle(store, run_id, orphans_said, ignore=(
                             unserved_queues(store, run_id) if state == RunState.CANCELLED else ()),
-                            resending_after=None if state == RunState.CANCELLED else limit):  # fmt: skip
+                            resending_after=None if state == RunState.CANCELLED else limit,
+                            watch=orphan_watch):  # fmt: skip
                         idle_checks += 1
                         if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
                             time.sleep(POLL_S * 4)  # and POLL_S below

@@ -27,7 +27,7 @@ without a server (that, or an older worker's) matches its database on any server
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,12 +164,11 @@ def alive_processes(client: redis.Redis, broker: Broker, queue: str) -> int:
     return sum(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1 for n in said)
 
 
-def alive_keys(client: redis.Redis, broker: Broker, but: Collection[str] = frozenset()) -> dict[str, AliveKey]:
-    """The keys of the workers of ``broker`` that say they run, but those named in ``but`` (Celery's hostnames), read
-    from ``client`` (the store), as :class:`AliveKey` (their milliseconds left, :func:`~.kept.kept_entries`, grow as
-    their worker renews them, every :data:`~.kept.RENEW_S`)."""
-    return {key: _alive_key(said, left) for key, (said, left) in _alive_on(client, broker).items()
-            if said.get("worker") not in but}  # fmt: skip
+def alive_keys(client: redis.Redis, broker: Broker) -> dict[str, AliveKey]:
+    """The keys of the workers of ``broker`` that say they run, read from ``client`` (the store), as
+    :class:`AliveKey` (their milliseconds left, :func:`~.kept.kept_entries`, grow as their worker renews them, every
+    :data:`~.kept.RENEW_S`)."""
+    return {key: _alive_key(said, left) for key, (said, left) in _alive_on(client, broker).items()}
 
 
 def _alive_key(said: dict[str, Any], left: int) -> AliveKey:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import pytest
@@ -490,6 +490,92 @@ def test_status_says_the_held_work_of_a_killed_worker_beside_a_live_one_too_busy
         assert {o.queue for o in found[0].orphans} == {"cpu"} and 0 < items <= 15 * len(killed), found
     finally:
         kill_whole(alive)
+        server.stop()
+
+
+def _slow_run(tmp_path: Path, store: RunStore, rows: int, sleep_ms: int, chunk: int) -> Submitted:
+    """A run of ``rows`` rows of ``slow_exact`` (``sleep_ms`` each, ``chunk`` a chunk) submitted to ``store``: its
+    workers need RAGSCORE_PLUGINS=tests.plugins.slow."""
+    import tests.plugins.slow  # noqa: F401  (registers slow_exact here, as RAGSCORE_PLUGINS does in the worker)
+
+    data = [{"id": f"q{i}", "question": "q?", "answer": "a", "metadata": {"sleep_ms": sleep_ms}} for i in range(rows)]
+    suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": chunk}})
+    return submit(write_jsonl(tmp_path / "d.jsonl", data), suite, store)
+
+
+def test_a_killed_workers_messages_are_orphans_though_it_was_started_again_under_its_name_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed whole and started again at once under its name (same host, same -n: a supervisor's restart)
+    answers the ask of what the workers hold in its dead twin's stead, and the key the dead one left (its TTL not run
+    out) lists what it held: a worker that answered was taken to hold what a key of its name lists, so those messages
+    read as held by the live twin, and a run's wait did not send their work again. Only a key seen renewed tells what
+    its worker holds now. The dead worker's key, as it stood when it was killed, is put back with its whole TTL once
+    the twin answers (its boot here outlasts that TTL; a restart on a fast host does not); then the run's wait sends
+    the work again and the twin scores it."""
+    from orchestrator.queues import held_messages
+    from ragscore_workers.alive import ALIVE_INDEX, ALIVE_PREFIX, ALIVE_TTL_S, alive_keys, broker_of
+
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    doomed, twin = _doomed_and_alive(server, tmp_path)
+    try:
+        store = connect(server.url)
+        sub = _slow_run(tmp_path, store, rows=6, sleep_ms=1000, chunk=2)  # 3 chunks, all taken by the doomed worker
+        keys = lambda: alive_keys(store.r, broker_of(store.broker))  # noqa: E731
+        assert until(lambda: any(len(key.tasks or ()) == 3 for key in keys().values()), 300), "never took them"
+        kill_whole(doomed)
+        ((dead, its),) = keys().items()
+        killed = sorted(cast(float, store.broker.zscore("unacked_index", tag)) for tag in store.broker.hkeys("unacked"))
+        said = store.r.get(dead)
+        assert its.tasks and said and len(killed) == 3, (its, killed)
+        twin.start()
+        assert until(lambda: any(name != dead for name in keys()), 120), "the twin never said it runs"
+        assert {key.worker for name, key in keys().items() if name != dead} == {its.worker}, "another name"
+        store.r.set(dead, said, ex=ALIVE_TTL_S)  # as if its worker had been killed just now
+        store.r.sadd(ALIVE_INDEX, dead.removeprefix(ALIVE_PREFIX))
+        found = held_messages(store, sub.run_id)
+        assert sorted(o.delivered_at for o in found.orphans) == killed, (found, killed)
+        summary = wait(store, sub.run_id, timeout_s=120, stall_s=5)
+        assert (summary.state, summary.metrics["slow_exact"].n) == ("finished", 6), summary
+    finally:
+        twin.stop()
+        server.stop()
+
+
+def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing_and_a_dead_ones_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker too busy to answer the ask of what the workers hold (here the ask is given no time) is told by its
+    key, renewed every RENEW_S; one slow to renew it (a GC pause, a loaded host) had its messages called orphans on
+    one check, and a run's wait (held_by_live_workers) sent their work again while it still ran them, as a cancel
+    (settled_orphans) wrote the summary without them. Orphans are now those two consecutive checks, a renewal apart,
+    agree on: the worker's key is deleted once (it writes it again at its next renewal) before each call. Killed
+    whole, its messages are orphans."""
+    from orchestrator import queues
+    from orchestrator.queues import ORPHAN_SETTLED_S, held_by_live_workers, settled_orphans
+    from ragscore_workers.alive import alive_keys, broker_of
+
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker, _never_started = _doomed_and_alive(server, tmp_path)
+    try:
+        store = connect(server.url)
+        sub = _slow_run(tmp_path, store, rows=2, sleep_ms=120_000, chunk=1)  # it runs one, holds the other
+        keys = lambda: alive_keys(store.r, broker_of(store.broker))  # noqa: E731
+        assert until(lambda: any(len(key.tasks or ()) == 2 for key in keys().values()), 300), "never took them"
+        monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
+        time.sleep(ORPHAN_SETTLED_S)
+        assert until(lambda: held_by_live_workers(store, sub.run_id), 60), "its messages read as orphans"
+        for decides in (held_by_live_workers, lambda *args: not settled_orphans(*args)):
+            (key,) = keys()
+            store.r.delete(key)  # missing for a read: renewed at its next renewal
+            assert decides(store, sub.run_id)
+        kill_whole(worker)
+        assert until(lambda: not held_by_live_workers(store, sub.run_id), 60), "the killed one's held by the living"
+        assert len(settled_orphans(store, sub.run_id)) == 2
+    finally:
+        worker.stop()
         server.stop()
 
 
