@@ -647,11 +647,11 @@ def queued_message(ahead: dict[str, Ahead]) -> str:
     return f"queued: {count(most)} {noun} of other runs ahead on queue {first}{others}"
 
 
-def settled_orphans(store: RunStore, run_id: str) -> list[Orphan]:
-    """The run's messages held by workers that are gone, confirmed by two consecutive checks
-    (:meth:`OrphanWatch.confirmed`); a worker killed a moment ago has its messages told apart from those a live worker
-    is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
-    watch = OrphanWatch(store, run_id)
+def settled_orphans(store: RunStore, run_id: str, watch: OrphanWatch | None = None) -> list[Orphan]:
+    """The run's messages held by workers that are gone, confirmed by two consecutive checks of ``watch``
+    (:meth:`OrphanWatch.confirmed`; None: a watch of this call alone); a worker killed a moment ago has its messages
+    told apart from those a live worker is about to list once ``ORPHAN_SETTLED_S`` has passed (waited for here)."""
+    watch = watch or OrphanWatch(store, run_id)
     found = watch.confirmed()
     if found.unsettled:
         time.sleep(ORPHAN_SETTLED_S)

@@ -1096,11 +1096,12 @@ def summarize_cancelled(
         return {}
     unsure: set[str] = set()  # served only by a worker that did not answer: maybe one killed a moment ago
     unserved = unserved_queues(store, run_id, unsure=unsure)
-    orphans = settled_orphans(store, run_id)
+    watch = OrphanWatch(store, run_id)  # its checks, each confirming the last's orphans (not two fresh ones a check)
+    orphans = settled_orphans(store, run_id, watch)
     if unsure and not (here or unserved or orphans):  # a worker whose key is renewed runs: it writes the summary
         unsure -= renewed_alive(store, unsure, ALIVE_TTL_S)
     if not unserved and not orphans and (here or not unsure):  # here: its lane's workers went with its process
-        if here and _left_to_nobody(store, run_id, settle_s):
+        if here and _left_to_nobody(store, run_id, settle_s, watch):
             aggregate_run(store, run_id, here=True)
         return {}
     if unserved and on_unserved is not None:
@@ -1111,7 +1112,7 @@ def summarize_cancelled(
         on_unsure(sorted(unsure))
     asked = time.monotonic()  # the workers were just asked which queues they serve
     deadline = asked + settle_s
-    while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved):
+    while time.monotonic() < deadline and not broker_idle(store, run_id, ignore=unserved, watch=watch):
         time.sleep(POLL_S * 5)
         if store.summary_is_current(run_id):  # its workers skipped the rest and wrote it
             return unserved
@@ -1133,12 +1134,13 @@ def _unserved_since(
     return found
 
 
-def _left_to_nobody(store: RunStore, run_id: str, settle_s: float) -> bool:
-    """Whether, within ``settle_s``, no message of the run waits on its queues and none is held by a live worker:
-    then no chord of it ends, and nothing but this process would write its summary. False when some of it is still
-    queued or held at the deadline (whoever holds it, or skips it, ends its chords)."""
+def _left_to_nobody(store: RunStore, run_id: str, settle_s: float, watch: OrphanWatch) -> bool:
+    """Whether, within ``settle_s``, no message of the run waits on its queues and none is held by a live worker
+    (orphans confirmed by ``watch``'s checks): then no chord of it ends, and nothing but this process would write its
+    summary. False when some of it is still queued or held at the deadline (whoever holds it, or skips it, ends its
+    chords)."""
     deadline = time.monotonic() + settle_s
-    while queued_messages(store, run_id) or held_by_live_workers(store, run_id):
+    while queued_messages(store, run_id) or held_by_live_workers(store, run_id, watch=watch):
         if time.monotonic() >= deadline:
             return False
         time.sleep(POLL_S * 5)
