@@ -1424,7 +1424,8 @@ def _supervise_workers(
                 on = f"the broker {redact_url(workers.broker_url)}"
                 state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
                 named = ", ".join(workers.names.values())
-                err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}", soft_wrap=True)
+                err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}; Ctrl-C (or SIGTERM) "
+                          "stops them, their running tasks finishing first", soft_wrap=True)  # fmt: skip
                 workers.supervise(broker_timeout)
             except KeyboardInterrupt:
                 with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it

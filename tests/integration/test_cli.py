@@ -720,10 +720,11 @@ def test_broker_urls_and_worker_queues_are_checked_before_anything_starts(tmp_pa
         assert "s3cret" not in warned.stderr
 
 
-def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hidden(
+def test_ragscore_worker_says_which_broker_its_workers_are_up_on_and_how_to_stop_them_its_password_hidden(
     tmp_path: Path, home: Path
 ) -> None:
-    """It said "workers up for cpu" alone: on a host that reaches several Redis servers, up on which was not said."""
+    """It said "workers up for cpu" alone: on a host that reaches several Redis servers, up on which was not said; and
+    a user who started it in a terminal was not told how to stop it, nor that its running tasks finish first."""
     server = RedisProcess(tmp_path / "redis", "--requirepass", "s3cret-pw").start_without_ping()
     env = {
         **os.environ,
@@ -736,6 +737,7 @@ def test_ragscore_worker_says_which_broker_its_workers_are_up_on_its_password_hi
         assert proc.stderr is not None
         said = proc.stderr.readline()  # the first line, once its workers started (or its error, then EOF)
         assert said.startswith(f"workers up for cpu on the broker redis://:***@127.0.0.1:{server.port}/0;"), said
+        assert said.rstrip().endswith("; Ctrl-C (or SIGTERM) stops them, their running tasks finishing first"), said
         assert "s3cret-pw" not in said
     finally:
         try:

@@ -27,13 +27,13 @@ def _worker(url: str, home: Path, *args: str) -> subprocess.Popen[str]:
 
 
 def _named(proc: subprocess.Popen[str]) -> str:
-    """The names ``ragscore worker`` says it gave its workers (``...; named cpu-1@host``), read from its stderr past
-    any line said before (a warning, a worker's log line echoed); all it said where it exited first."""
+    """The names ``ragscore worker`` says it gave its workers (``...; named cpu-1@host; Ctrl-C ...``), read from its
+    stderr past any line said before (a warning, a worker's log line echoed); all it said where it exited first."""
     said = []
     while proc.stderr and (line := proc.stderr.readline()):
         said.append(line)
         if "; named " in line:
-            return " ".join(line.split()).rpartition("; named ")[2]
+            return " ".join(line.split()).rpartition("; named ")[2].partition(";")[0]
     return "".join(said)
 
 
