@@ -931,9 +931,8 @@ def submit(
     store = _store(broker, sends=True)
     check_queues(store, _broker_url(broker), resolved.queues)
     sub = submit_run(dataset, resolved, store, fmt=fmt, fmt_options=options)
-    err.print(
-        f"submitted {counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"
-    )
+    sent = f"{counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"
+    err.print(f"submitted {sent}; follow it: {follow_commands(sub.run_id, broker=broker)}", soft_wrap=True)
     for queue, waiting in unserved_queues(store, sub.run_id).items():  # else it would wait, unsaid, till `status`
         said = unserved_message(queue, waiting, broker=broker)
         print_warning(said)

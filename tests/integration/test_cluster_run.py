@@ -70,11 +70,18 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_submit_status_results_through_the_cli(cluster: str, dataset: Path, tmp_path: Path) -> None:
+    """`submit` printed the run id alone: it now says too how to follow the run and write its reports (stdout is the
+    id alone, as scripts read it)."""
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
     sub = _cli("submit", str(dataset), "--suite", str(suite), "--broker", cluster)
     assert sub.returncode == 0, sub.stderr
     run_id = sub.stdout.strip().splitlines()[-1]
+    follow = (
+        f"follow it: `ragscore status {run_id} --broker {cluster}`, then "
+        f"`ragscore results {run_id} --out DIR --broker {cluster}`"
+    )
+    assert follow in " ".join(sub.stderr.split()) and sub.stdout.split() == [run_id], (sub.stdout, sub.stderr)
     store = connect(cluster)
     from orchestrator.runner import wait
 
