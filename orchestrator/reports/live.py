@@ -399,6 +399,20 @@ class StatusView:
                     "floor": floor, "stopped": max(total - done, 0) if cancelled else None})  # fmt: skip
         return out
 
+    def _cancelled_note(self, run_id: str, left: int) -> str:
+        """What a cancelled run's columns mean, and the resume that scores its ``left`` outputs (stopped or errors):
+        none where its workers had scored all of it without an error before the cancel took effect."""
+        said = "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): "
+        if not left:
+            return (
+                said + "its workers had scored all of it, without an error, before the cancel stopped anything: "
+                "a resume has nothing to score"
+            )
+        return said + (
+            "`scored` is what its workers did (errors and unscorable included), `stopped` what the cancel (or a "
+            f"judge's breaker or budget) stopped, unscored; {resume_hint(run_id, self.broker)} scores it"
+        )
+
     def render(self, run_id: str) -> Group:
         """The per-queue table and one line of run-wide counters."""
         counters = self.samples[-1].progress
@@ -408,7 +422,8 @@ class StatusView:
         columns = CANCELLED_COLUMNS if cancelled else COLUMNS
         for col in columns:
             table.add_column(col, justify="left" if col == "queue" else "right")
-        for r in self.rows():
+        rows = self.rows()
+        for r in rows:
             rate = "-" if r["rate"] is None else f"{r['rate']:.1f}"
             total = thousands(r["total"]) + ("+" if self.submitting else "")
             eta = at_least(fmt_duration(r["eta"]), r["floor"])
@@ -457,11 +472,8 @@ class StatusView:
                 f"{resume_hint(run_id, self.broker)} sends the rest",
                 style="yellow"))  # fmt: skip
         elif cancelled:
-            lines.append(Text(
-                "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): `scored` is what its workers did "
-                "(errors and unscorable included), `stopped` what the cancel (or a judge's breaker or budget) stopped, "
-                f"unscored; {resume_hint(run_id, self.broker)} scores it",
-                style="yellow"))  # fmt: skip
+            left = rows[-1]["stopped"] + counters.get("errors", 0)  # what a resume would score
+            lines.append(Text(self._cancelled_note(run_id, left), style="yellow"))
         if self.meta.get("error"):
             lines.append(Text(f"Error: {self.meta['error']}", style="red"))
         if self.summary is not None:

@@ -147,6 +147,26 @@ def test_an_ended_runs_status_gives_its_summarys_counts() -> None:
     )  # fmt: skip
 
 
+def test_a_cancelled_run_its_workers_had_scored_all_of_is_not_sent_to_a_resume() -> None:
+    """A cancel that came as the workers took its last tasks stopped nothing (0 stopped, 100%), yet status said
+    "`ragscore resume RUN --out DIR` scores it": a resume that found nothing to score. One with an output stopped,
+    or an error (which a resume scores again), still names the resume."""
+    said = {}
+    for case, extra in {"all": {}, "stopped": {"worked:judge": 119}, "error": {"errors": 1}}.items():
+        view = StatusView(SUITE_META | {"state": "cancelled", "n_shards": "1"})
+        view.add(Sample(1050.0, _progress(600, 120, **{"worked:cpu": 600, "worked:judge": 120, **extra})))
+        console = Console(record=True, width=400)
+        console.print(view.render("run-x"))
+        said[case] = " ".join(console.export_text().split())
+    assert (
+        "cancelled (`ragscore cancel`, or a Ctrl-C of its `ragscore run`): its workers had scored all of it, "
+        "without an error, before the cancel stopped anything: a resume has nothing to score"
+    ) in said["all"]
+    assert "ragscore resume" not in said["all"], said["all"]
+    for case in ("stopped", "error"):
+        assert "`ragscore resume run-x --out DIR` scores it" in said[case], said[case]
+
+
 def test_an_ended_runs_status_says_where_its_reports_were_written_not_how_to_write_them() -> None:
     """A run written with --out still read "`ragscore results run-x --out DIR` writes the reports"."""
     from ragscore_workers.schemas import RunSummary
