@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import queue
 import random
 import re
 import signal
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psutil
 import redis
@@ -53,6 +54,17 @@ def until(check: Callable[[], bool], timeout: float) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def next_line(stream: IO[str], timeout: float) -> str:
+    """``stream.readline()`` ("" at its end), failing where no line comes within ``timeout`` seconds: a process that
+    hangs silent is named at once, not by the suite's timeout many minutes later with every thread's stack."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        raise AssertionError(f"no line read within {timeout} s") from None
 
 
 def status_saying(run_id: str, url: str, said: str, timeout: float) -> str:

@@ -20,7 +20,7 @@ from orchestrator import embedded_redis
 from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 from ragscore_workers.errors import BrokerError
 
-from ..support import ROOT, command_line, interruptible, reading_back_slowly, until, write_jsonl
+from ..support import ROOT, celery_workers, interruptible, next_line, reading_back_slowly, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -58,8 +58,8 @@ def _hold_a_run(tmp_path: Path, rows: list[dict], stderr: int) -> HeldRun:
     held = HeldRun(proc, "", [], cli, env, home, out)
     try:
         # its workers (not the redis-server it started and which went on its own)
-        assert until(lambda: bool(_celery_children(proc.pid)), timeout=60)
-        held.workers = _celery_children(proc.pid)
+        assert until(lambda: bool(celery_workers(proc.pid)), timeout=60)
+        held.workers = [worker.pid for worker in celery_workers(proc.pid)]
         for pid in held.workers:
             os.killpg(pid, signal.SIGSTOP)
         assert until(lambda: (out / "run.json").exists(), timeout=60)
@@ -70,10 +70,6 @@ def _hold_a_run(tmp_path: Path, rows: list[dict], stderr: int) -> HeldRun:
         _release(held)
         raise
     return held
-
-
-def _celery_children(pid: int) -> list[int]:
-    return [child.pid for child in psutil.Process(pid).children() if "celery" in " ".join(command_line(child))]
 
 
 def _release(held: HeldRun) -> None:
@@ -183,7 +179,7 @@ def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog
          f"e = EmbeddedRedis({str(home)!r}); e.acquire(lane=True); print(e.lane, flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert other.stdout is not None and other.stdout.readline().strip() == "0"
+    assert other.stdout is not None and next_line(other.stdout, 60).strip() == "0"
     first, second, third = EmbeddedRedis(home), EmbeddedRedis(home), EmbeddedRedis(home)
     try:
         first.acquire(lane=True)

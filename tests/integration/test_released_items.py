@@ -316,14 +316,17 @@ def _cancelled_once(
     **options: Any,
 ) -> RunSummary:
     """The summary of ``evaluate()`` of ``rows`` into ``out``, cancelled from another process at the first progress
-    update where ``ready(counters)`` holds, the fake's calls held (``hold``) until then, and STOP_READ_EVERY_S more:
-    a task reads whether its run was cancelled at most that often, so a call let go sooner could be followed by one
-    more question each (its last read was not yet the cancel's: the clean-clone CI of 374c62e saw 6 asked, not 3)."""
+    update where ``ready(counters)`` holds, the fake's calls held (``hold``) until then, and a little over
+    STOP_READ_EVERY_S more: a task reads whether its run was cancelled at most that often, so a call let go sooner
+    could be followed by one more question each (its last read was not yet the cancel's: the clean-clone CI of
+    374c62e saw 6 asked, not 3)."""
 
     def cancel_once(run_id: str, counters: dict[str, int]) -> None:
         if ready(counters) and not hold.is_set():
             _cancel(home, run_id)
-            time.sleep(STOP_READ_EVERY_S)  # every task's read of its run's state from before the cancel is stale now
+            # every task's read of its run's state from before the cancel is stale now: a read sent before the cancel
+            # and answered after it dates itself from its answer, so a margin past the bound
+            time.sleep(STOP_READ_EVERY_S + 0.5)
             hold.set()
 
     view = HookedProgress()

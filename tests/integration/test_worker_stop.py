@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -34,6 +35,7 @@ from ..support import (
     WorkerProcess,
     command_line,
     interruptible,
+    next_line,
     ragscore_worker,
     until,
     write_jsonl,
@@ -74,6 +76,15 @@ def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return running
+
+
+def _became_celery(worker: psutil.Process) -> bool:
+    """Whether ``worker`` runs Celery yet (it execs it after its start); one that exited first fails the test, with
+    its exit said, rather than raising ``NoSuchProcess`` from inside the wait."""
+    try:
+        return "celery" in " ".join(worker.cmdline())
+    except psutil.NoSuchProcess:
+        pytest.fail(f"the worker (pid {worker.pid}) exited before it became Celery")
 
 
 def _celery_said(tmp_path: Path, text: str) -> bool:
@@ -272,10 +283,10 @@ def test_a_ctrl_c_in_the_first_step_of_a_stop_is_counted_and_the_stop_goes_on(tm
     worker: psutil.Process | None = None
     try:
         assert proc.stdout is not None
-        worker = psutil.Process(int(proc.stdout.readline()))
-        assert proc.stdout.readline() == "stopping\n"
+        worker = psutil.Process(int(next_line(proc.stdout, 60)))
+        assert next_line(proc.stdout, 60) == "stopping\n"
         proc.send_signal(signal.SIGINT)
-        assert proc.stdout.readline() == "stopped\n"
+        assert next_line(proc.stdout, 60) == "stopped\n"
         assert until(lambda: not _running([worker]), 30), "the worker was left running"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -347,9 +358,9 @@ def test_a_ctrl_c_as_workers_start_or_before_their_stop_is_counted_and_every_wor
                          text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline() == "signal me\n"
+        assert next_line(proc.stdout, 60) == "signal me\n"
         proc.send_signal(signal.SIGINT)
-        assert proc.stdout.readline() == "stopped\n"
+        assert next_line(proc.stdout, 60) == "stopped\n"
         assert until(lambda: not _running(_tree(proc.pid)), 30), f"left running: {_running(_tree(proc.pid))}"
     finally:
         _kill_with_its_tree(proc)
@@ -397,11 +408,11 @@ def test_a_ctrl_c_as_an_embedded_run_stops_its_workers_is_counted_and_every_work
                          start_new_session=True)  # fmt: skip
     try:
         assert proc.stdout is not None
-        assert "signal me\n" in iter(proc.stdout.readline, ""), "the run never stopped its workers"
+        assert "signal me\n" in iter(partial(next_line, proc.stdout, 120), ""), "the run never stopped its workers"
         workers = _running(_tree(proc.pid))
         assert workers, "no worker ran"
         proc.send_signal(signal.SIGINT)
-        assert "stopped\n" in iter(proc.stdout.readline, "")
+        assert "stopped\n" in iter(partial(next_line, proc.stdout, 120), "")
         assert until(lambda: not _running(workers), 30), f"left running: {_running(workers)}"
     finally:
         _kill_with_its_tree(proc)
@@ -432,10 +443,10 @@ def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tm
     worker: psutil.Process | None = None
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline().strip()
+        first = next_line(proc.stdout, 60).strip()
         assert first.isdigit(), first  # not "fork hook ran"
         worker = psutil.Process(int(first))
-        assert until(lambda: "celery" in " ".join(worker.cmdline()), 60), "the worker never became Celery"
+        assert until(lambda: _became_celery(worker), 60), "the worker never became Celery"
         proc.kill()
         proc.wait(10)
         assert until(lambda: not _alive([worker]), 60), "the worker outlived its killed parent"
@@ -469,7 +480,7 @@ def test_a_worker_whose_parent_was_killed_ends_its_running_task_within_the_grace
     below: list[psutil.Process] = []
     try:
         assert proc.stdout is not None
-        worker = psutil.Process(int(proc.stdout.readline().strip()))
+        worker = psutil.Process(int(next_line(proc.stdout, 60).strip()))
         code = "import time; time.sleep(600); print('done')"
         rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": code}])
         submit(rows, _suite(), connect(server.url))
@@ -506,7 +517,7 @@ def test_only_an_embedded_runs_workers_watch_the_process_that_started_them(
     workers.start()
     try:
         worker = psutil.Process(workers.procs["cpu"].pid)
-        assert until(lambda: "celery" in " ".join(worker.cmdline()), 30), worker.cmdline()  # exec'd: its own env
+        assert until(lambda: _became_celery(worker), 30), "the worker never became Celery"  # exec'd: its own env
         watched = worker.environ().get(PARENT_ENV)
     finally:
         workers.stop()

@@ -15,17 +15,13 @@ import psutil
 import pytest
 
 from ..fakes import FakeProvider
-from ..support import ROOT, command_line, until, write_jsonl
+from ..support import ROOT, celery_workers, command_line, until, write_jsonl
 
 # serial: its judge worker must stop within seconds (GONE_WITHIN_S)
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 #: How long the killed run's workers may take to go (seconds, not the minutes a warm shutdown takes).
 GONE_WITHIN_S = 20
-
-
-def _workers(pid: int) -> list[psutil.Process]:
-    return [child for child in psutil.Process(pid).children() if "celery" in " ".join(command_line(child))]
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -66,7 +62,7 @@ def test_a_killed_runs_judge_worker_stops_within_seconds_and_calls_the_provider_
             def judge_started() -> bool:
                 """One look at the run's workers, kept when it holds the judge worker: a second look could miss
                 it (CI saw None there, right after the first look found it)."""
-                now = _workers(run.pid)
+                now = celery_workers(run.pid)
                 judge = _judge_worker(now)
                 if judge is not None:
                     seen.append((now, judge))

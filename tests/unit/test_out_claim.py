@@ -13,7 +13,7 @@ import pytest
 from orchestrator.out_claim import LOCK_NAME, claim_out_dir
 from ragscore_workers.errors import ConfigError
 
-from ..support import ROOT
+from ..support import ROOT, next_line
 
 #: A process that claims the DIR given and holds it.
 HOLD = (
@@ -25,7 +25,7 @@ HOLD = (
 def _holder(out: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    assert proc.stdout is not None and next_line(proc.stdout, 60) == "held\n"
     return proc
 
 
