@@ -179,7 +179,7 @@ def test_each_process_has_a_lane_of_its_own_and_gives_it_back(home: Path, caplog
          f"e = EmbeddedRedis({str(home)!r}); e.acquire(lane=True); print(e.lane, flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert other.stdout is not None and next_line(other.stdout, 60).strip() == "0"
+    assert other.stdout is not None and next_line(other.stdout, 180).strip() == "0"
     first, second, third = EmbeddedRedis(home), EmbeddedRedis(home), EmbeddedRedis(home)
     try:
         first.acquire(lane=True)

@@ -283,10 +283,10 @@ def test_a_ctrl_c_in_the_first_step_of_a_stop_is_counted_and_the_stop_goes_on(tm
     worker: psutil.Process | None = None
     try:
         assert proc.stdout is not None
-        worker = psutil.Process(int(next_line(proc.stdout, 60)))
-        assert next_line(proc.stdout, 60) == "stopping\n"
+        worker = psutil.Process(int(next_line(proc.stdout, 180)))
+        assert next_line(proc.stdout, 180) == "stopping\n"
         proc.send_signal(signal.SIGINT)
-        assert next_line(proc.stdout, 60) == "stopped\n"
+        assert next_line(proc.stdout, 180) == "stopped\n"
         assert until(lambda: not _running([worker]), 30), "the worker was left running"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -358,9 +358,9 @@ def test_a_ctrl_c_as_workers_start_or_before_their_stop_is_counted_and_every_wor
                          text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     try:
         assert proc.stdout is not None
-        assert next_line(proc.stdout, 60) == "signal me\n"
+        assert next_line(proc.stdout, 180) == "signal me\n"
         proc.send_signal(signal.SIGINT)
-        assert next_line(proc.stdout, 60) == "stopped\n"
+        assert next_line(proc.stdout, 180) == "stopped\n"
         assert until(lambda: not _running(_tree(proc.pid)), 30), f"left running: {_running(_tree(proc.pid))}"
     finally:
         _kill_with_its_tree(proc)
@@ -408,11 +408,11 @@ def test_a_ctrl_c_as_an_embedded_run_stops_its_workers_is_counted_and_every_work
                          start_new_session=True)  # fmt: skip
     try:
         assert proc.stdout is not None
-        assert "signal me\n" in iter(partial(next_line, proc.stdout, 120), ""), "the run never stopped its workers"
+        assert "signal me\n" in iter(partial(next_line, proc.stdout, 240), ""), "the run never stopped its workers"
         workers = _running(_tree(proc.pid))
         assert workers, "no worker ran"
         proc.send_signal(signal.SIGINT)
-        assert "stopped\n" in iter(partial(next_line, proc.stdout, 120), "")
+        assert "stopped\n" in iter(partial(next_line, proc.stdout, 240), "")
         assert until(lambda: not _running(workers), 30), f"left running: {_running(workers)}"
     finally:
         _kill_with_its_tree(proc)
@@ -443,7 +443,7 @@ def test_workers_start_without_python_fork_hooks_and_die_with_a_killed_parent(tm
     worker: psutil.Process | None = None
     try:
         assert proc.stdout is not None
-        first = next_line(proc.stdout, 60).strip()
+        first = next_line(proc.stdout, 180).strip()
         assert first.isdigit(), first  # not "fork hook ran"
         worker = psutil.Process(int(first))
         assert until(lambda: _became_celery(worker), 60), "the worker never became Celery"
@@ -480,7 +480,7 @@ def test_a_worker_whose_parent_was_killed_ends_its_running_task_within_the_grace
     below: list[psutil.Process] = []
     try:
         assert proc.stdout is not None
-        worker = psutil.Process(int(next_line(proc.stdout, 60).strip()))
+        worker = psutil.Process(int(next_line(proc.stdout, 180).strip()))
         code = "import time; time.sleep(600); print('done')"
         rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": code}])
         submit(rows, _suite(), connect(server.url))

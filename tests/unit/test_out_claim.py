@@ -25,7 +25,7 @@ HOLD = (
 def _holder(out: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
-    assert proc.stdout is not None and next_line(proc.stdout, 60) == "held\n"
+    assert proc.stdout is not None and next_line(proc.stdout, 180) == "held\n"
     return proc
 
 
