@@ -291,13 +291,17 @@ return 1
 
 
 # KEYS[1] = answers hash, KEYS[2] = progress, KEYS[3] = redo marks, KEYS[4] = meta; ARGV[1] = ttl, then key, value
-# pairs. A new answer counts one unit of the target stage; a failed answer replaced by a good one counts nothing
-# new, but takes the mark a resume set on it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``.
+# pairs. An answer stored as a real one (no ``error``) is kept: neither an error nor another answer replaces it
+# (:meth:`RunStore.save_answers`). A new answer counts one unit of the target stage; a failed answer replaced counts
+# nothing new, but takes the mark a resume set on it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``.
 _ANSWERS_LUA = """
 local new, redone = 0, 0
 for i = 2, #ARGV, 2 do
-  new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-  redone = redone + redis.call('HDEL', KEYS[3], KEYS[1] .. '|' .. ARGV[i])
+  local stored = redis.call('HGET', KEYS[1], ARGV[i])
+  if not stored or type(cjson.decode(stored)['error']) == 'string' then
+    new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    redone = redone + redis.call('HDEL', KEYS[3], KEYS[1] .. '|' .. ARGV[i])
+  end
 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
 if new ~= 0 then
@@ -1493,7 +1497,11 @@ class RunStore:
 
     # ---------------------------------------------------------------- target answers
     def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]]) -> int:
-        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new."""
+        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new. Two deliveries
+        of one chunk may overlap (one sent again while the first still asks, or a call answering after its task's
+        deadline), so the write is one script that keeps a stored real answer: an error never replaces it, and of two
+        answers the first is kept (the shard's callback may have scored it already: the row scored stays the row
+        stored). An answer replaces an error, and an error another error."""
         if not answers:
             return 0
         args: list[Any] = [self.ttl_s]

@@ -232,12 +232,16 @@ class _Tries:
 
     def wait(self, state: RetryCallState) -> float:
         """After a 429 a jitter (the limiter's shared pause does the waiting); after an error an exponential backoff
-        with jitter over the errors alone (a 5xx after many 429s is its first or second error, not a long wait)."""
+        with jitter over the errors alone (a 5xx after many 429s is its first or second error, not a long wait). Either
+        ends where the question's time does (:meth:`left_s`: at its task's deadline at the latest), where the next try
+        stops it: a sleep past it held the task's thread up to ``backoff_max_s`` after the task had returned."""
         if self._last_429:
-            return random.uniform(0, 0.1)
-        errors = state.attempt_number - self.rate_limited
-        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (errors - 1))
-        return backoff + random.uniform(0, self._backoff_initial_s)
+            wait = random.uniform(0, 0.1)
+        else:
+            errors = state.attempt_number - self.rate_limited
+            backoff = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (errors - 1))
+            wait = backoff + random.uniform(0, self._backoff_initial_s)
+        return max(0.0, min(wait, self.left_s()))
 
     def stop(self, state: RetryCallState) -> bool:
         """Whether the question has used up its attempts or its 429s."""

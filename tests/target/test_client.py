@@ -186,6 +186,28 @@ def test_a_question_its_tasks_deadline_stops_ends_with_the_time_limits_error_not
     assert client.state.read()["failures"] == 0
 
 
+def test_a_backoff_ends_at_its_tasks_deadline(store: RunStore) -> None:
+    """A question's backoff after an error slept its whole time (up to 20 s) though its task's deadline came first:
+    no try followed it, but its thread held on after the task had returned. It ends at the deadline."""
+    from ragscore_workers.target import TargetClient
+    from ragscore_workers.target.endpoints import make_endpoint
+
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    with FakeRag() as server:  # every request of ``dead`` gets HTTP 500
+        client = _client(store, server, "dead", attempts=5, breaker_failures=10)
+        slept = TargetClient(client.config, make_endpoint(client.config), store.r, client.state, client.limiter,
+                             backoff_initial_s=30, sleep=sleep)  # fmt: skip
+        deadline = time.monotonic() + 1
+        with pytest.raises(TargetTimeUp, match=f"^{TIME_LIMIT_ERROR}$"):
+            slept.ask(_ask(0), deadline=deadline)
+        assert waits and sum(waits) <= 1 and server.calls["dead"] == len(waits), waits  # not 30 s and more
+
+
 def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRag) -> None:
     request = _ask(3)
     client = _client(store, rag, "exact")

@@ -76,6 +76,26 @@ def test_an_answer_is_progress_and_a_failed_one_a_resume_marks_is_done_again_onc
     assert store.progress(run)["done"] == 3 and store.mark_answer_redo(run, 0, ["s::a"]) == 0  # a is answered
 
 
+def test_a_stored_answer_is_never_replaced_by_an_error_nor_another_answer(store: RunStore) -> None:
+    """Two deliveries of one target chunk may overlap (one sent again while the first still asks, a call answering
+    after its task's deadline): each write replaced the stored answer, so one delivery's error (the time limit's, a
+    transport error) replaced the other's real answer, and the row was scored as an error or asked again (paid
+    twice). An answer replaces an error; an error never replaces an answer; of two answers the first is kept."""
+    run = "t-answer-rule"
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["s::a", "s::b"], {"target": 2})
+    first, second = ({"row": {"id": "a", "system": "s", "answer": say}} for say in ("first", "second"))
+    cut, down = ({"row": {"id": "a", "system": "s"}, "error": why} for why in ("time limit", "HTTP 503"))
+    assert store.save_answers(run, 0, {"s::a": cut, "s::b": first}) == 2
+    assert store.save_answers(run, 0, {"s::a": down}) == 0  # an error replaces an error
+    assert store.answers(run, 0, ["s::a"]) == {"s::a": down}
+    assert store.mark_answer_redo(run, 0, ["s::a"]) == 1
+    assert store.save_answers(run, 0, {"s::a": first, "s::b": down}) == 0  # an answer replaces an error; not b's
+    assert store.save_answers(run, 0, {"s::a": cut, "s::b": second}) == 0  # an error, another answer: kept
+    assert store.answers(run, 0, ["s::a", "s::b"]) == {"s::a": first, "s::b": first}
+    assert store.progress(run) == {"done": 2, "done:target": 2, "total": 2, "total:target": 2}  # a's mark taken once
+
+
 def test_progress_counts_the_judge_calls_of_a_run_that_sent_one(store: RunStore) -> None:
     """The live progress line of a judge run shows its calls (its items end seldom): read with the counters."""
     from ragscore_workers.providers import RunJudgeState
