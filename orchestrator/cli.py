@@ -803,7 +803,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_thread
         code = EXIT_BAD_INPUT
     try:  # the run itself is refused before anything starts, here or on a cluster
         get_settings().check_visibility_timeout()
-        check_question_time(resolved, get_settings())
+        check_question_time(resolved)
         check_judge_threads(judge_threads, cluster)
     except ConfigError as exc:
         print_warning(f"the run would be refused: {exc}")
@@ -926,7 +926,7 @@ def submit(
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     if _embedded(broker):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
-    check_question_time(resolved, get_settings())  # before the broker is reached
+    check_question_time(resolved)  # before the broker is reached
     options = _format_options(predictions, corpus, system)
     store = _store(broker, sends=True)
     check_queues(store, _broker_url(broker), resolved.queues)

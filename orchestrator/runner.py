@@ -39,6 +39,7 @@ from ragscore_workers.errors import (
     RunLostError,
     StoreError,
 )
+from ragscore_workers.limits import QUEUE_LIMITS
 from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
@@ -67,6 +68,7 @@ from ragscore_workers.store import (
     stored_fields,
     target_state_part,
 )
+from ragscore_workers.target.errors import TIME_LIMIT_ERROR
 from ragscore_workers.target.stage import scoring_rows
 from ragscore_workers.tasks import REDIS_OUTAGE, REDIS_OUTAGE_S, aggregate, aggregate_in, score_shard
 
@@ -515,8 +517,6 @@ def resume(
     meta = store.meta(run_id)
     ticker = _Ticker(say)
     resolved = stored or _resolved(meta, judge_limits)
-    if not recovery:  # a user's resume may run where the visibility timeout is shorter than where it was submitted
-        check_question_time(resolved, get_settings(), resumed=True)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
@@ -1365,25 +1365,19 @@ def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:
             provider.require_key()
 
 
-def check_question_time(resolved: ResolvedSuite, settings: Settings, *, resumed: bool = False) -> None:
-    """ConfigError when a target's ``max_seconds_per_question`` is not below the broker's visibility timeout (unless a
-    test allowed a short one): a question given that long would outlast its task's delivery (its task stops at its
-    soft time limit, which is below the timeout). ``resumed``: the suite is a run's, kept with it (a resume's)."""
-    if settings.allow_short_visibility_timeout:
-        return
-    visibility = settings.visibility_timeout_s
+def check_question_time(resolved: ResolvedSuite) -> None:
+    """ConfigError when a target's ``max_seconds_per_question`` is not below its task's soft time limit (read now, from
+    :data:`QUEUE_LIMITS`): the task stops asking there, so no question is given that long. A new run's check alone: a
+    resumed run's questions are bounded by the limit as they are asked (nothing outlives it, nor is asked twice)."""
+    limit = QUEUE_LIMITS[Queue.TARGET.value][0]
     for index, target in enumerate(resolved.targets):
-        if target.max_seconds_per_question >= visibility:
+        if target.max_seconds_per_question >= limit:
             place = "target" if resolved.suite.target is not None else f"targets[{index}]"
-            seconds = target.max_seconds_per_question
-            longer = f"RAGSCORE_VISIBILITY_TIMEOUT_S above {seconds:g} (here and on the workers)"
-            fix = (f"The run keeps its suite: resume it with {longer}, or start a new run with "
-                   f"max_seconds_per_question below {visibility}" if resumed else
-                   f"Set max_seconds_per_question below {visibility} in the suite, or {longer}")  # fmt: skip
             raise ConfigError(
-                f"Invalid suite: {place}.max_seconds_per_question={seconds:g} is not below "
-                f"the broker's visibility timeout, RAGSCORE_VISIBILITY_TIMEOUT_S={visibility} s: a target task still "
-                f"asking then is delivered again and its questions asked twice. {fix}"
+                f"Invalid suite: {place}.max_seconds_per_question={target.max_seconds_per_question:g} is not below "
+                f"the target task's time limit, {limit} s: its task stops asking there, so no question is given that "
+                f"long (one still asked then is recorded as '{TIME_LIMIT_ERROR}'). Set max_seconds_per_question below "
+                f"{limit} in the suite"
             )
 
 
@@ -1733,7 +1727,7 @@ def run(
     settings = settings or get_settings()
     settings.check_visibility_timeout()  # before the out DIR is claimed or an embedded Redis started
     if resolved is not None:  # a new run's
-        check_question_time(resolved, settings)
+        check_question_time(resolved)
     given_broker = broker  # the --broker the commands it says name (None: RAGSCORE_BROKER_URL finds it again)
     broker = broker or settings.broker_url
     check_judge_threads(judge_threads, broker, caller)

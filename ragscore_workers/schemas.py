@@ -642,9 +642,8 @@ class TargetConfig(BaseModel):
     #: Seconds one question may take, its tries and their waits together (429 pauses, backoffs): past it the question
     #: fails, saying how long it was asked and why; the others go on. A call in flight is not cut (``timeout_s`` is).
     #: Counted in each delivery of its task (a resume or a redelivery asks afresh), and bounded by the time left to its
-    #: task's soft time limit, which the task keeps itself (thread pool: no Celery time limit). Its default stays below
-    #: the broker's visibility timeout (900 s): a target task still running then is delivered again, and its questions
-    #: asked twice: one not below it is refused at submit and resume (:func:`orchestrator.runner.check_question_time`).
+    #: task's soft time limit, which the task keeps itself (thread pool: no Celery time limit): one not below that limit
+    #: (780 s) is never given, and is refused for a new run (:func:`orchestrator.runner.check_question_time`).
     max_seconds_per_question: float = Field(default=600.0, gt=0)
     #: Consecutive failed questions that stop calling this target for the run (the circuit breaker).
     breaker_failures: int = Field(default=10, ge=1)

@@ -262,47 +262,42 @@ def test_a_question_past_its_max_seconds_fails_saying_how_long_and_why_and_the_o
 
 
 @pytest.mark.parametrize(("single", "place"), [(False, "targets[0]"), (True, "target")])
-def test_a_max_seconds_per_question_not_below_the_visibility_timeout_is_refused_naming_both(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, single: bool, place: str
+def test_a_max_seconds_per_question_not_below_the_target_tasks_time_limit_is_refused_naming_it(
+    home: Path, tmp_path: Path, single: bool, place: str
 ) -> None:
-    """A target task runs in a thread pool, which no Celery time limit ends: a question still waiting when the
-    broker's visibility timeout passes has its task delivered again, and its questions asked twice. Nothing refused
-    a ``max_seconds_per_question`` at or above it; the submit does, before a row is read or the run recorded."""
-    monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "900")
-    monkeypatch.delenv("RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT", raising=False)
-    target = {"url": "http://127.0.0.1:9/ask", "max_seconds_per_question": 900}
+    """A target task stops asking at its soft time limit (780 s): a ``max_seconds_per_question`` not below it can
+    never be given. It was compared with the broker's visibility timeout (900 s), past which the task was delivered
+    again: 780 s was accepted and 900 s refused for a re-delivery that no longer happens. The run is refused naming
+    the limit, before a row is read or the run recorded."""
+    target = {"url": "http://127.0.0.1:9/ask", "max_seconds_per_question": 780}
     suite = {"metrics": ["verbatim"], **({"target": target} if single else {"targets": [{"system": "s", **target}]})}
     with pytest.raises(ConfigError) as info:
         evaluate(questions(2), suite, out=tmp_path / "out")
     assert str(info.value) == (
-        f"Invalid suite: {place}.max_seconds_per_question=900 is not below the broker's visibility timeout, "
-        "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s: a target task still asking then is delivered again and its questions "
-        "asked twice. Set max_seconds_per_question below 900 in the suite, or RAGSCORE_VISIBILITY_TIMEOUT_S above 900 "
-        "(here and on the workers)"
+        f"Invalid suite: {place}.max_seconds_per_question=780 is not below the target task's time limit, 780 s: its "
+        "task stops asking there, so no question is given that long (one still asked then is recorded as 'the target "
+        "task ran over its time limit'). Set max_seconds_per_question below 780 in the suite"
     )
     assert not (tmp_path / "out" / "run.json").exists()
 
 
-def test_ragscore_submit_refuses_a_max_seconds_per_question_not_below_the_visibility_timeout(
+def test_ragscore_submit_refuses_a_max_seconds_per_question_not_below_the_target_tasks_time_limit(
     tmp_path: Path, home: Path
 ) -> None:
     """`ragscore submit` refuses it too, before it reaches the broker (a port nothing listens on here)."""
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in questions(2)))
-    target = {"url": "http://127.0.0.1:9/ask", "max_seconds_per_question": 1000}
+    target = {"url": "http://127.0.0.1:9/ask", "max_seconds_per_question": 800}
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["verbatim"], "target": target}))
-    env = {k: v for k, v in os.environ.items() if k != "RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT"}
-    env |= {"RAGSCORE_HOME": str(home), "RAGSCORE_VISIBILITY_TIMEOUT_S": "900"}
     with closed_port() as port:
         result = subprocess.run(
             [sys.executable, "-m", "orchestrator.cli", "submit", str(data), "--suite", str(tmp_path / "s.json"),
              "--broker", f"redis://127.0.0.1:{port}/0"],
-            capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+            capture_output=True, text=True, cwd=ROOT, env={**os.environ, "RAGSCORE_HOME": str(home)}, timeout=120,
         )  # fmt: skip
     said = " ".join(result.stderr.split())
     assert result.returncode == 2, said
-    assert ("Invalid suite: target.max_seconds_per_question=1000 is not below the broker's visibility timeout, "
-            "RAGSCORE_VISIBILITY_TIMEOUT_S=900 s") in said, said  # fmt: skip
+    assert "Invalid suite: target.max_seconds_per_question=800 is not below the target task's time limit, 780 s" in said
 
 
 def _run_while_down(rag: FakeRag, out: Path) -> Any:
