@@ -290,20 +290,22 @@ return 1
 """
 
 
-# KEYS[1] = answers hash, KEYS[2] = progress, KEYS[3] = redo marks, KEYS[4] = meta; ARGV[1] = ttl, then key, value
-# pairs. An answer stored as a real one (no ``error``) is kept: neither an error nor another answer replaces it
-# (:meth:`RunStore.save_answers`). A new answer counts one unit of the target stage; a failed answer replaced counts
-# nothing new, but takes the mark a resume set on it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``.
+# KEYS[1] = answers hash, KEYS[2] = progress, KEYS[3] = redo marks, KEYS[4] = meta; ARGV[1] = ttl, ARGV[2] = '1' for
+# late answers, then key, value pairs. An answer stored as a real one (no ``error``) is kept: neither an error nor
+# another answer replaces it (:meth:`RunStore.save_answers`); a late one replaces a stored error alone, the hash's TTL
+# as it is. A new answer counts one unit of the target stage; a failed answer replaced counts nothing new, but takes
+# the mark a resume set on it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``.
 _ANSWERS_LUA = """
+local late = ARGV[2] == '1'
 local new, redone = 0, 0
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local stored = redis.call('HGET', KEYS[1], ARGV[i])
-  if not stored or type(cjson.decode(stored)['error']) == 'string' then
+  if (not stored and not late) or (stored and type(cjson.decode(stored)['error']) == 'string') then
     new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redone = redone + redis.call('HDEL', KEYS[3], KEYS[1] .. '|' .. ARGV[i])
   end
 end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1]))
+if not late then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
 if new ~= 0 then
   redis.call('HINCRBY', KEYS[2], 'done', new)
   redis.call('HINCRBY', KEYS[2], 'done:target', new)
@@ -1496,15 +1498,17 @@ class RunStore:
         pipe.execute()
 
     # ---------------------------------------------------------------- target answers
-    def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]]) -> int:
+    def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]], *, late: bool = False) -> int:
         """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new. Two deliveries
         of one chunk may overlap (one sent again while the first still asks, or a call answering after its task's
         deadline), so the write is one script that keeps a stored real answer: an error never replaces it, and of two
         answers the first is kept (the shard's callback may have scored it already: the row scored stays the row
-        stored). An answer replaces an error, and an error another error."""
+        stored). An answer replaces an error, and an error another error. ``late``: answers of calls that ended after
+        their task (:func:`~ragscore_workers.target.stage.answer_chunk`), which replace a stored error alone: a run
+        whose answers are gone (expired, released) is not written to, nor its answers' TTL changed."""
         if not answers:
             return 0
-        args: list[Any] = [self.ttl_s]
+        args: list[Any] = [self.ttl_s, int(late)]
         for key, answer in answers.items():
             args += [key, json.dumps(answer, ensure_ascii=False)]
         keys = [self.key(run_id, part) for part in (f"answers:{shard}", "progress", "redo", "meta")]

@@ -94,9 +94,10 @@ def answer_chunk(
         pass
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # what has not started is never asked
+    in_flight = [f for f in futures if f not in stored and not f.done()]  # before the cut: one ending now is in both
     if cut := cut_answers(futures, stored):  # the deadline passed (or the soft limit): a resume asks them again
         new += store.save_answers(run_id, shard, cut)
-    for future in futures.keys() - stored:  # the calls in flight go on: their answers are stored as they end
+    for future in in_flight:  # the calls in flight go on: their answers are stored as they end
         future.add_done_callback(lambda done: _save_late(store, run_id, shard, futures[done].key, done))
     if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
         # counters of UNFILLED_PREFIX only: never incr's cost, reset_failures or release
@@ -114,12 +115,14 @@ def _until(deadline: float, futures: dict[Future[dict[str, Any]], Row]) -> Itera
 
 def _save_late(store: RunStore, run_id: str, shard: int, key: str, future: Future[dict[str, Any]]) -> None:
     """Store the answer of a call that ended after its chunk was cut (in its thread, after the task may have
-    returned): it replaces the time-limit error stored for it (:meth:`RunStore.save_answers` keeps an answer
-    stored), so what was paid for is kept. A question not started, or that failed, keeps its time-limit error."""
+    returned): it replaces the time-limit error stored for it, and nothing else (:meth:`RunStore.save_answers`'s
+    ``late``: not an answer stored since, nor the answers of a run that are gone), so what was paid for is kept. A
+    question not started, or that failed, keeps its time-limit error."""
     if future.cancelled() or future.exception() is not None or "error" in future.result():
         return
+    answer = {k: v for k, v in future.result().items() if k != "unfilled"}
     try:
-        store.save_answers(run_id, shard, {key: {k: v for k, v in future.result().items() if k != "unfilled"}})
+        store.save_answers(run_id, shard, {key: answer}, late=True)
     except Exception as exc:  # the reply is cached: a resume reads it back without asking
         log.error("run %s: a late answer of %s was not stored: %s", run_id, key, exception_text(exc))
 

@@ -193,3 +193,20 @@ def test_a_resume_of_a_stored_max_seconds_per_question_past_the_tasks_time_limit
     generation = store.generation(sub.run_id)
     resume(store, sub.run_id)
     assert store.generation(sub.run_id) == generation + 1  # its work sent again
+
+
+@pytest.mark.serial  # timed: its first answer (a second) comes before its deadline (1.5 s)
+def test_a_late_answer_of_a_run_whose_answers_are_gone_is_not_stored(store: RunStore) -> None:
+    """The answer of the call in flight at the cut comes after its task returned, once its run may have moved on: one
+    whose answers are gone (expired, or released with its items) had them made again, holding that answer alone at
+    the live TTL, and it counted done a second time. It replaces the time limit's error stored for it, nothing else."""
+    run = "t-target-late-gone"
+    store.create_run(run, {"state": "running"})
+    with FakeRag(slow_s=1.0) as rag:
+        config = TargetConfig(system="slow", url=rag.url("slow"), concurrency=1, request={"question": "{question}"})
+        answer_chunk(store, run, 0, config, questions(N), deadline=time.monotonic() + 1.5)
+        done = store.progress(run)["done"]
+        store.r.delete(store.key(run, "answers:0"))  # before the call in flight ends (at 2 s)
+        assert until(lambda: not [t for t in threading.enumerate() if t.name.startswith("target")], 30)
+        assert len(rag.requests) == 2, rag.requests  # one answered in time, one in flight at the cut
+    assert not store.r.exists(store.key(run, "answers:0")) and store.progress(run)["done"] == done

@@ -96,6 +96,25 @@ def test_a_stored_answer_is_never_replaced_by_an_error_nor_another_answer(store:
     assert store.progress(run) == {"done": 2, "done:target": 2, "total": 2, "total:target": 2}  # a's mark taken once
 
 
+def test_a_late_answer_replaces_a_stored_error_alone_keeping_the_answers_ttl(store: RunStore) -> None:
+    """An answer that came after its task had returned (stored from the call's thread) could write to a run whose
+    answers were gone (expired, or released with its items): the hash made again with that one answer at the live
+    TTL, and the answer counted done a second time. It replaces a stored error alone, the hash's TTL as it was."""
+    run = "t-late-answer"
+    store.create_run(run, {"state": "running"})
+    store.add_ids(run, 0, ["s::a", "s::b"], {"target": 2})
+    answer = {"row": {"id": "a", "system": "s", "answer": "late"}}
+    cut = {"row": {"id": "a", "system": "s"}, "error": "time limit"}
+    assert store.save_answers(run, 0, {"s::a": cut}) == 1
+    name = store.key(run, "answers:0")
+    store.r.expire(name, 100)  # a released run's
+    assert store.save_answers(run, 0, {"s::a": answer, "s::b": answer}, late=True) == 0
+    assert store.answers(run, 0, ["s::a", "s::b"]) == {"s::a": answer} and store.r.ttl(name) <= 100
+    store.r.delete(name)  # its answers gone
+    assert store.save_answers(run, 0, {"s::a": answer}, late=True) == 0
+    assert not store.r.exists(name) and store.progress(run)["done"] == 1
+
+
 def test_progress_counts_the_judge_calls_of_a_run_that_sent_one(store: RunStore) -> None:
     """The live progress line of a judge run shows its calls (its items end seldom): read with the counters."""
     from ragscore_workers.providers import RunJudgeState
