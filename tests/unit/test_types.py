@@ -59,6 +59,17 @@ def test_the_dev_extra_pins_mypy_and_what_decides_its_findings_as_installed() ->
     needed = [Requirement(spec) for spec in requires("mypy") or []]
     installed = {canonicalize_name(r.name) for r in needed if not r.marker or r.marker.evaluate({"extra": ""})}
     deciding = ({"mypy"} | installed) - FINDINGS_UNCHANGED_BY
-    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
-    pins = {canonicalize_name(r.name): str(r.specifier) for r in map(Requirement, dev)}
+    pins = _dev_pins()
     assert {name: pins.get(name) for name in deciding} == {name: f"=={version(name)}" for name in deciding}
+
+
+def test_the_dev_extra_pins_ruff_as_installed() -> None:
+    """``ruff>=0.6`` let a fresh CI machine get a release with new rules or another format, which failed `ruff check`
+    or `ruff format --check` on code that passed here: the dev extra pins the version the lint was run with."""
+    assert _dev_pins()["ruff"] == f"=={version('ruff')}"
+
+
+def _dev_pins() -> dict[str, str]:
+    """The dev extra's requirements by name, each as its version specifier (``==2.4.1``)."""
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    return {canonicalize_name(r.name): str(r.specifier) for r in map(Requirement, dev)}
