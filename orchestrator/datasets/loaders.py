@@ -793,7 +793,8 @@ def _keyed_rows(data: dict[str, Any], path: Path) -> Iterator[tuple[int, Record 
     own must agree); a bad one's error carries its key, by which it is said."""
     for pos, (key, value) in enumerate(data.items(), start=1):
         if isinstance(value, dict) and value.get("id") is not None and str(value["id"]) != key:
-            yield pos, RowError(pos, f"its id {value['id']!r} differs from its key", json.dumps(value), key)
+            said = excerpt(str(value["id"]), "id")  # as the key is: a 10 kB id would flood each message naming it
+            yield pos, RowError(pos, f"its id {said!r} differs from its key", json.dumps(value), key)
         elif isinstance(value, dict):
             yield pos, KeyedRecord({**value, "id": key})
         else:

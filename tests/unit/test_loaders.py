@@ -465,6 +465,16 @@ def test_the_long_key_of_a_json_objects_bad_row_is_cut_as_its_raw_is(tmp_path: P
     assert row.id == "r" * 10_000
 
 
+def test_a_long_id_that_differs_from_its_key_is_cut_as_the_key_is(tmp_path: Path) -> None:
+    """A row of a JSON object whose own id differs from its key was told so with the id whole: a 10 kB id flooded
+    the terminal and failed_rows.jsonl. It is cut as the key is, to end with how long it is."""
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps({"q1": {"id": "i" * 10_000, "answer": "x"}}))
+    (error,) = _rows(path)[1]
+    cut = f"[cut: the id has {10_000:,} characters]"
+    assert error.error == f"its id '{'i' * (1000 - len(cut) - 1)} {cut}' differs from its key", error.error[:80]
+
+
 def test_only_a_json_objects_bad_row_carries_a_key(tmp_path: Path) -> None:
     """RowError.key is the key of a JSON object's row, by which it is said; a JSONL row's id is no key:
     failed_rows.jsonl keeps it as {"line", "error", "raw"}, as before."""
