@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
+    from ragscore_workers.store import RunStore
 
     from .queues import Orphan
     from .workers import LocalWorkers
@@ -278,7 +279,7 @@ def _say(line: str) -> None:
         write_to_nowhere(sys.stdout)
 
 
-def _store(broker: str | None, *, sends: bool = False, writes: bool = False):
+def _store(broker: str | None, *, sends: bool = False, writes: bool = False) -> RunStore:
     """The run store; ``sends``: the command sends work (the broker's Redis is then probed too); ``writes``: it
     writes the store (its user is checked for writing, not only reading), and is warned of a Redis that may evict
     its work."""
@@ -291,7 +292,9 @@ def _store(broker: str | None, *, sends: bool = False, writes: bool = False):
     return store
 
 
-def _run_store(broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False):
+def _run_store(
+    broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False
+) -> tuple[RunStore, int | None]:
     """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
     lane (its process's database: its waiting and held messages and its workers are seen there; None on a
     cluster). An unknown run raises. ``queues``: the command reads the run's queues; ``writes``: it writes the

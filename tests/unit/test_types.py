@@ -22,15 +22,18 @@ ROOT = Path(__file__).resolve().parents[2]
 #: them, not the installed ones), tomli (reads pyproject.toml on Python 3.10).
 FINDINGS_UNCHANGED_BY = {"pathspec", "mypy-extensions", "typing-extensions", "tomli"}
 #: Mistakes in a caller of the store and the runner that mypy finds only where their signatures say what they take
-#: and give (not Any): a run listed by ``RunStore.overview`` has no such key, the reply cache needs a Redis client.
+#: and give (not Any): a run listed by ``RunStore.overview`` (of the CLI's store too, as ``ragscore status`` lists
+#: them) has no such key, the reply cache needs a Redis client.
 MISUSE = """\
 from ragscore_workers.planning import ResolvedSuite
 from ragscore_workers.store import RunStore
+from orchestrator.cli import _store
 from orchestrator.runner import judge_cache_may_answer
 
 def misuse(store: RunStore, resolved: ResolvedSuite) -> None:
     print([run["submited_at"] for run in store.overview([])])
     judge_cache_may_answer(resolved, "redis://localhost")
+    print([run["submited_at"] for run in _store(None).overview([])])
 """
 
 
@@ -49,6 +52,7 @@ def test_mypy_sees_the_store_and_runner_types_a_caller_misuses(tmp_path: Path) -
     assert found == [
         'TypedDict "RunOverview" has no key "submited_at"  [typeddict-item]',
         'Argument 2 to "judge_cache_may_answer" has incompatible type "str"; expected "Redis"  [arg-type]',
+        'TypedDict "RunOverview" has no key "submited_at"  [typeddict-item]',  # through the CLI's store
     ], done.stdout
 
 
