@@ -1558,25 +1558,31 @@ def _started_job(store: RunStore, run_id: str, out_dir: Path, own: bool) -> dict
     (:meth:`~ragscore_workers.store.RunStore.job`); for a run of an older ragscore, whose store kept none, the one kept
     by the run.json of the folder the store names for it (its out_dir, else its reports_dir, followed where its
     reports moved: :func:`moved_reports`) where that names the run and knows them; else None, said in one line: its
-    gate options are unknown, recorded so in ``out_dir/run.json`` (:func:`_kept_job`)."""
+    gate options are unknown, recorded so in ``out_dir/run.json`` (:func:`kept_job`)."""
     job = store.job(run_id)
     if job is not None:
         return job
     folder = str(out_dir) if own else store.out_dir(run_id) or store.reports_dir(run_id)
     record = (recorded_run(moved_reports(Path(folder), run_id)) or {}) if folder else {}
     names = record.get("run_id") == run_id
-    if names and (kept := _kept_job(record)) is not None:
+    if names and (kept := kept_job(record)) is not None:
         return kept
     unread = (f"{folder}/run.json records them as unknown" if names else f"{folder}/run.json, its own folder's, does "
               "not name it" if folder else "the store names no folder of it")  # fmt: skip
+    # a resume into its own folder: that run.json is named once
+    records = (
+        ""
+        if folder and Path(folder).resolve() == out_dir.resolve()
+        else f", and {out_dir / 'run.json'} records them so"
+    )
     log.warning("run %s was started by an older ragscore, whose run store keeps no gate options, and %s: its gate "
-                "options (--fail-under, --fail-on-regression, --junit) are unknown, and %s records them so (give them "
-                "to `ragscore run --resume %s` to hold it to them; its suite's gates hold as ever)", run_id, unread,
-                out_dir / "run.json", out_dir)  # fmt: skip
+                "options (--fail-under, --fail-on-regression, --junit) are unknown%s (give them to `ragscore run "
+                "--resume %s` to hold it to them; its suite's gates hold as ever)", run_id, unread, records,
+                out_dir)  # fmt: skip
     return None
 
 
-def _kept_job(record: dict[str, Any]) -> dict[str, Any] | None:
+def kept_job(record: dict[str, Any]) -> dict[str, Any] | None:
     """The job a run.json ``record`` keeps (the CLI's gates; {}: none, where it names none); None where it records
     them unknown (``"job": null``: the resume of an older ragscore's run that found none, :func:`_started_job`)."""
     kept = record.get("job", {})
@@ -1656,7 +1662,7 @@ def _recorded_if_lost(out_dir: Path, run_id: str) -> Iterator[None]:
             lost = (f"its Redis lost it while it ran (noticed {noticed}; restarted without persistence, flushed, or "
                     "evicting keys under maxmemory)")  # fmt: skip
             try:
-                _record_run(out_dir, run_id, str(recorded.get("mode", "")), _kept_job(recorded), lost=lost)
+                _record_run(out_dir, run_id, str(recorded.get("mode", "")), kept_job(recorded), lost=lost)
             except ConfigError as exc:
                 log.warning("could not mark %s as lost: %s", out_dir / "run.json", exc)
         raise
@@ -1665,7 +1671,7 @@ def _recorded_if_lost(out_dir: Path, run_id: str) -> Iterator[None]:
 def _record_run(out_dir: Path, run_id: str, mode: str, job: dict[str, Any] | None, lost: str | None = None) -> None:
     """``DIR/run.json`` names the run, so ``ragscore run --resume DIR`` can find it (no secrets in it); ``lost``
     says why it cannot be resumed (its store lost it); ``job``: options of the command that started it which its
-    resume applies too (the CLI's gates; {}: none, None: unknown, :func:`_kept_job`). The folders its reports moved
+    resume applies too (the CLI's gates; {}: none, None: unknown, :func:`kept_job`). The folders its reports moved
     from (``moved_from``) are kept where ``DIR/run.json`` names the run already (a resume's: the whole history, not
     the moves since the last resume); :data:`WRITTEN_AT` is now (of two copies of its reports, the one written last
     is the run's)."""
@@ -1847,7 +1853,7 @@ def run(
         # the run goes ahead; read under the claim, as no other run moves them or writes its own there meanwhile
         takes_over = resume_id is None or run_named(out_dir) != resume_id
         if not takes_over and job is None:  # the job as it started (its gates), DIR/run.json keeps ({}: it has none)
-            job = _kept_job(recorded_run(out_dir) or {})  # None: unknown, said again (_started_job)
+            job = kept_job(recorded_run(out_dir) or {})  # None: unknown, said again (_started_job)
         if takes_over:  # a resume into another run's DIR is refused, or moves its reports, as a new run there
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None
