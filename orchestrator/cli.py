@@ -509,10 +509,9 @@ def _recorded_gates(
     ``--regression-tolerance``, ``--junit``, ``--junit-items``), said when there are some; ``junit_given`` (a resume's
     own ``--junit``, a report's path, no gate) replaces the recorded ``--junit`` only, ``items_given`` (its
     ``--junit-items``) adds the item cases."""
-    from .runner import recorded_run
+    from .runner import kept_job, recorded_run
 
-    job = (recorded_run(out) or {}).get("job") or {}
-    gates = job.get("gates") if isinstance(job, dict) else None
+    gates = (kept_job(recorded_run(out) or {}) or {}).get("gates")
     if not isinstance(gates, dict):
         return [], None, None, junit_given, items_given
     fail_under = [str(g) for g in gates.get("fail_under") or []]
