@@ -24,7 +24,7 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any
 
-from ragscore_workers.counts import counted, listed, noun
+from ragscore_workers.counts import and_more, counted, listed, noun
 from ragscore_workers.schemas import split_key
 
 #: A row's item keys (one per target, or its one key).
@@ -305,7 +305,7 @@ class RowsCompared:
         """Tell the run's ``rows`` (line, the run's place) moved from their places in the run to the lines read (in
         ``shard``)."""
         if rows:
-            where = _lines(len(rows), rows[0][0], rows[-1][0])
+            where = _spans([line for line, _ in rows])
             places = [place for _, place in rows]
             was = f"{noun(len(rows), 'row')} {_numbered([place + 1 for place in places])} of the run"
             self.changes.add(
@@ -341,6 +341,19 @@ class RowsCompared:
 def _lines(n: int, first: int, last: int) -> str:
     """``line 4`` or ``lines 4-6``: where ``n`` rows are, from the ``first`` line to the ``last``."""
     return f"line {first}" if n == 1 else f"lines {first}-{last}"
+
+
+def _spans(lines: list[int]) -> str:
+    """``line 4``, ``lines 4-6``, ``lines 4-5, 7 and 9``: the (rising) ``lines`` rows are on, each run of consecutive
+    lines as a range (a line between two of them is not said to be one), those past MAX_ROWS_NAMED ranges counted
+    (``and 12 more lines``)."""
+    spans: list[tuple[int, int]] = []
+    for line in lines:
+        first, last = spans.pop() if spans and spans[-1][1] == line - 1 else (line, line)
+        spans.append((first, line))
+    shown = [f"{first}-{last}" if last > first else str(first) for first, last in spans[:MAX_ROWS_NAMED]]
+    rest = sum(last - first + 1 for first, last in spans[MAX_ROWS_NAMED:])
+    return f"{noun(len(lines), 'line')} {', '.join(shown)}" + (f" {and_more(rest, 'line')}" if rest else "")
 
 
 def _numbered(numbers: list[int]) -> str:

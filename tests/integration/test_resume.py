@@ -426,6 +426,12 @@ def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_suc
              "run had there)"),
             ([*rows[:7], *rows[8:], {**rows[0], "id": "new"}, rows[7]], "(shard 2: other ids or order, from line 50 "
              "on: 1 row more than the run had there, the run's row 'q7' moved from row 8 of the run to line 51)"),
+            # a new row among rows moved: their lines said exactly (line 48 is not one of them), not spanned
+            ([*rows[:10], *rows[15:], rows[10], rows[11], {**rows[0], "id": "new"}, *rows[12:15]], "the run's rows "
+             "'q10', 'q11', 'q12' and 2 more moved from rows 11-15 of the run to lines 46-47, 49-51)"),
+            # each a line apart: the first lines said, the rest counted
+            ([*rows[:10], *rows[15:], *(r for row in rows[10:15] for r in (row, {**row, "id": f"new-{row['id']}"}))],
+             "moved from rows 11-15 of the run to lines 46, 48, 50 and 2 more lines)"),
             # rows far apart moved to the end together: their places listed, not spanned, in the order named
             ([*(r for r in rows if r["id"] not in ("q3", "q10", "q30")), rows[30], rows[3], rows[10]], "(shard 2: "
              "other ids or order, the run's rows 'q30', 'q3', 'q10' moved from rows 31, 4, 11 of the run to lines "
