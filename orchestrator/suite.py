@@ -88,25 +88,12 @@ def _problem(error: ErrorDetails, data: Any) -> str:
     (``metrics item 1 (exact_match)``); an unknown key with the known ones most like it (``judge.rmp: Extra inputs
     are not permitted (did you mean 'rpm'?)``)."""
     where = place(error["loc"], data) or "suite"
-    if error["type"] == "extra_forbidden" and (param := _judge_metrics_param(error["loc"])):
-        return (f"{where}: a param of the judge metrics, not of the judge section: give it in each judge metric's "
-                f"params ({{name: answer_accuracy, params: {{{param}: ...}}}})")  # fmt: skip
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
             return f"{where}: {error['msg']} ({did_you_mean(close)})"
     if error["loc"] == ("metrics",) and error["type"] == "list_type" and isinstance(error["input"], str):
         return f"{where}: {error['msg']} (metrics: [{error['input']}])"  # YAML's `metrics: exact_match`
     return f"{where}: {error['msg']}"
-
-
-def _judge_metrics_param(loc: tuple[int | str, ...]) -> str | None:
-    """The key of the suite's judge section at ``loc`` that is a param of every judge metric (``api_key_env``,
-    ``max_cost``), else None."""
-    from ragscore_workers.metrics.judge_metrics import JudgeParams
-
-    if len(loc) == 2 and loc[0] == "judge" and loc[1] in JudgeParams.model_fields:
-        return str(loc[1])
-    return None
 
 
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:

@@ -479,6 +479,23 @@ def _paced_rpm(also: str = "") -> Callable[[Pace, ValidationInfo], Pace]:
     return check
 
 
+def _judge_metrics_params() -> dict[str, Any]:
+    """The params every judge metric takes (``api_key_env``, ``max_cost``), by name: misplaced in the judge section."""
+    from .metrics.judge_metrics import JudgeParams  # it reads this module's types
+
+    return JudgeParams.model_fields
+
+
+def _misplaced_param(param: str) -> PydanticCustomError:
+    """A param of the judge metrics (``max_cost``) written in the suite's judge section, and where it goes."""
+    return PydanticCustomError(
+        "judge_metrics_param",
+        "a param of the judge metrics, not of the judge section: give it in each judge metric's params ({name: "
+        "answer_accuracy, params: {{param}: ...}})",
+        {"param": param},
+    )
+
+
 class JudgeConfig(BaseModel):
     """Which LLM judges, and its limits. Keys come from the environment only."""
 
@@ -508,20 +525,28 @@ class JudgeConfig(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _no_secrets(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go, and said
-        with the section's other problems (a typo beside it was hidden until the key was gone)."""
-        secrets = dict(cls._secret_keys(value)) if isinstance(value, dict) else {}
-        if not secrets:
+        """A key written into the suite (``api_key: gsk_...``): refused, never shown, with where keys go; a param of
+        the judge metrics (``api_key_env``, ``max_cost``) told where it goes, not taken for a key; each said with the
+        section's other problems (a typo beside it was hidden until the key was gone)."""
+        if not isinstance(value, dict):
             return handler(value)
-        refused = PydanticCustomError(
-            "secret_in_suite",
-            "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a judge "
-            "metric's api_key_env names), never from a suite file (the value is not shown)",
-            {"keys": ", ".join(sorted(secrets.values()))},
-        )
-        errors: list[InitErrorDetails] = [{"type": refused, "loc": (), "input": sorted(secrets.values())}]
+        misplaced = [key for key in value if key in _judge_metrics_params()]
+        secrets = dict(cls._secret_keys({k: v for k, v in value.items() if k not in misplaced}))
+        if not secrets and not misplaced:
+            return handler(value)
+        errors: list[InitErrorDetails] = [
+            {"type": _misplaced_param(key), "loc": (key,), "input": key} for key in misplaced
+        ]
+        if secrets:
+            refused = PydanticCustomError(
+                "secret_in_suite",
+                "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a judge "
+                "metric's api_key_env names), never from a suite file (the value is not shown)",
+                {"keys": ", ".join(sorted(secrets.values()))},
+            )
+            errors.insert(0, {"type": refused, "loc": (), "input": sorted(secrets.values())})
         try:
-            handler({k: v for k, v in value.items() if k not in secrets})
+            handler({k: v for k, v in value.items() if k not in secrets and k not in misplaced})
         except ValidationError as exc:
             errors += [{"type": PydanticCustomError(e["type"], e["msg"]), "loc": e["loc"], "input": e["input"]}
                        for e in exc.errors()]  # fmt: skip
@@ -535,7 +560,7 @@ class JudgeConfig(BaseModel):
         :data:`_SHORT_SECRET_KEY` characters (``tken``) only where its value looks like a key (``gsk_...``)."""
         for key, item in value.items():
             name = str(key).lower()
-            if name.endswith("_env"):  # names a variable (a judge metric's api_key_env), said as misplaced
+            if name.endswith("_env"):  # names a variable, holds no secret
                 continue
             if _SECRET_NAME.match(name):
                 yield key, str(key)

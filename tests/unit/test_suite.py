@@ -6,9 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError, SuiteProblems, UnknownMetricError
+from ragscore_workers.schemas import JudgeConfig
 
 
 def test_unknown_metric_suggests_close_names() -> None:
@@ -874,6 +876,18 @@ def test_a_judge_metrics_param_in_the_judge_section_is_told_where_it_goes() -> N
                 f"metric's params ({{name: answer_accuracy, params: {{{param}: ...}}}})") in said, said  # fmt: skip
     assert "judge.modle: Extra inputs are not permitted (did you mean 'model'?)" in said, said
     assert "keys come from the environment" not in said and "MY_KEY" not in said, said
+
+
+def test_the_judge_section_alone_tells_a_judge_metrics_param_where_it_goes() -> None:
+    """The judge section's own model owns the rule (the suite's reading of its errors had it, and the model skipped
+    the param in its check for keys): validated alone, ``max_cost`` there is told where it goes, beside a key written
+    in, which is still refused unshown."""
+    with pytest.raises(ValidationError) as info:
+        JudgeConfig.model_validate({"max_cost": 2, "api_key": "gsk_REALSECRET987"})
+    said = {e["loc"]: e["msg"] for e in info.value.errors()}
+    where = "give it in each judge metric's params ({name: answer_accuracy, params: {max_cost: ...}})"
+    assert said[("max_cost",)] == f"a param of the judge metrics, not of the judge section: {where}", said
+    assert said[()].startswith("api_key: keys come from the environment only") and "REALSECRET" not in str(said), said
 
 
 def test_a_misspelt_secret_judge_key_in_upper_case_is_told_the_name_it_looks_like() -> None:
