@@ -7,13 +7,15 @@ Rows inserted or removed, at any distance, move every later row by as many: the 
 run's moved so, and each run shard whose rows are all read, moved or not, has its content checked against its digest.
 A run whose submission was cut off is compared up to the last row it sent (its last shard read whole wherever its rows
 moved); the rows it never sent are not compared (the resume sends them), but a row of the run's found removed that is
-read there is told moved (to where the submission had not reached).
+read there is told moved (to where the submission had not reached), and a row read there again (one it sent, or one
+read there before) is refused as given again: the resume would send its id twice.
 
 Cost: nothing beyond the shard-by-shard compare while the rows are the run's in their places; from the first row out of
 its place, one read of the run's item keys into a dict (one entry a run row: the bound on memory), then one lookup a
-row read, whatever the distance to where the row is in the run. The changes are told once every row is read (a row
-told inserted may turn out moved): each row read out of its place that the run has is kept until then (its line and
-place), the others counted."""
+row read, whatever the distance to where the row is in the run (a cut-off submission's: from its first row past what
+it sent, with a set of the keys of the rows it never sent, the run's rows once the resume sends them). The changes
+are told once every row is read (a row told inserted may turn out moved): each row read out of its place that the run
+has is kept until then (its line and place), the others counted."""
 
 from __future__ import annotations
 
@@ -180,6 +182,8 @@ class RowsCompared:
         self.found: list[_Found | tuple[int, str, str]] = []  # in order; a change of content as (shard, where, what)
         self.more: _Found | None = None  # the rows after the run's end
         self.removed = False  # whether any of the run's rows were found removed (a row past its end may be one moved)
+        self.unsent: set[Keys] = set()  # a cut-off submission's rows never sent, read past what it sent
+        self.again: list[tuple[int, Keys]] = []  # of those, each read there again: (line, keys)
 
     def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
         """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
@@ -230,11 +234,16 @@ class RowsCompared:
             self._take(self.at, line, row)
         elif expected is None:  # past the run's end
             # a row moved there is one found removed: none found, the run's keys are not all read for a row appended
-            place = self.run.place(keys) if self.removed else None
-            if self.run.cut_off and place is None:  # a cut-off submission's rows never sent: not compared
+            # (but for a cut-off submission's, whose resume sends those rows: one it sent, read again, is refused)
+            place = self.run.place(keys) if self.removed or self.run.cut_off else None
+            if self.run.cut_off and place is None and keys not in self.unsent:  # a row never sent: not compared
+                self.unsent.add(keys)
                 return
             self.more = self.more or _Found(self.shard)
-            self.more.add(line, place)
+            if place is None and self.run.cut_off:  # a row never sent, read there twice
+                self.again.append((line, keys))
+            else:
+                self.more.add(line, place)
         elif (place := self.run.place(keys)) is None or place < self.at or (expected and coming(expected)):
             self._insert(line, place)
         elif after is not None and (next_place := self.run.place(after)) is not None and self.at <= next_place < place:
@@ -297,9 +306,26 @@ class RowsCompared:
     def _tell_more(self, found: _Found, moved: dict[int, int]) -> None:
         """Tell the rows past the run's end (``found``), less those ``moved`` (line -> the run's place) there."""
         n, first, _ = found.lines(moved)
-        if n and not self.run.cut_off:  # a cut-off submission's: only its rows moved there, the others not compared
+        if n and not self.run.cut_off:
             self.changes.add(found.shard, f"from line {first} on: {counted(n, 'row')} more than the run had there")
+        elif self.run.cut_off:  # its rows moved there and those read again are told, the others not compared
+            self._tell_again(found.shard, [(line, place) for line, place in found.rows if line not in moved])
         self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
+
+    def _tell_again(self, shard: int, sent: list[tuple[int, int]]) -> None:
+        """Tell the rows a cut-off submission's resume would send a second time: those it ``sent`` (line, the run's
+        place) read past what it sent, and those it never sent read there twice (:attr:`again`)."""
+        rows: list[tuple[int, int | Keys]] = sorted([*sent, *self.again], key=lambda row: row[0])  # place or keys
+        if not rows:
+            return
+
+        def text() -> str:
+            named = [self.run.row(row) if isinstance(row, int) else row for _, row in rows[:MAX_ROWS_NAMED]]
+            names = [repr(split_key(keys[0])[1]) for keys in named if keys]
+            return (f"{noun(len(rows), 'row')} {listed(names, MAX_ROWS_NAMED, total=len(rows))} given again at "
+                    f"{_spans([line for line, _ in rows])}, past the rows its cut-off submission sent")  # fmt: skip
+
+        self.changes.add(shard, text)
 
     def _tell_moved(self, shard: int, rows: list[tuple[int, int]]) -> None:
         """Tell the run's ``rows`` (line, the run's place) moved from their places in the run to the lines read (in

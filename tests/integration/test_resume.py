@@ -153,7 +153,8 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
     the edit and the rows missing are told (with no row at all too: that resume took the run for one that sent
     nothing), and the rows never sent are not compared (the resume sends them). A row it sent moved past what it sent
     was told removed: it is told moved (it is the run's); a row never sent moved into what it sent is told inserted
-    (new to the run)."""
+    (new to the run). A row it sent given again past what it sent, none removed, was not compared, and the resume sent
+    its id twice (so a row never sent given twice): each is refused, its line said."""
     from orchestrator import runner
 
     monkeypatch.setattr(runner, "NOTE_EVERY_S", 0.0)  # said at each shard sent: the Ctrl-C comes after the second
@@ -189,6 +190,16 @@ def test_a_cut_off_submissions_check_reads_the_last_shard_it_sent_whole(
         write_jsonl(data, [*rows[:5], rows[45], *rows[5:45], *rows[46:]])  # q45, never sent, moved where some were
         with pytest.raises(DatasetError, match=re.escape("(shard 0: other ids or order, 1 row inserted at line 6); "
                                                          "start a new run")):  # fmt: skip
+            resume(store, run_id)
+        # q5, sent, and q44, never sent, each given again where none was sent: the resume would send their ids twice
+        again = "past the rows its cut-off submission sent); start a new run"
+        write_jsonl(data, [*rows, rows[5]])
+        with pytest.raises(DatasetError, match=re.escape(f"(shard 2: other ids or order, row 'q5' given again at line "
+                                                         f"51, {again}")):  # fmt: skip
+            resume(store, run_id)
+        write_jsonl(data, [*rows[:45], rows[44], *rows[45:], rows[3]])
+        with pytest.raises(DatasetError, match=re.escape(f"(shard 2: other ids or order, rows 'q44', 'q3' given again "
+                                                         f"at lines 46, 52, {again}")):  # fmt: skip
             resume(store, run_id)
         write_jsonl(data, [])  # no row at all: the rows it sent are missing too
         with pytest.raises(DatasetError, match=re.escape("(it has a different number of rows)")):
