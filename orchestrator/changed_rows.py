@@ -132,14 +132,16 @@ class Changes:
 class _Found:
     """A change found in the dataset's shard ``shard``, told once every row is read (a row it names inserted, or a run's
     row it names removed, may be found moved): rows read out of their place (``rows``: those the run has, each its
-    line and its place in the run; of the others, how many and their first and last lines), in place of the run's rows
-    ``removed`` (None: rows inserted), which were removed before ``line`` where no row is read in their place."""
+    line and its place in the run; of the others, how many and their lines, as runs of consecutive lines: the first
+    few, enough to say the first MAX_ROWS_NAMED runs of its lines whichever of its rows the run has turn out moved), in
+    place of the run's rows ``removed`` (None: rows inserted), which were removed before ``line`` where no row is read
+    in their place."""
 
     shard: int
     rows: list[tuple[int, int]] = field(default_factory=list)
     new: int = 0
-    first: int = 0
-    last: int = 0
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    unspanned: int = 0  # of the ``new``, those past the ``spans`` kept: counted only
     removed: range | None = None
     line: int = 0
 
@@ -148,14 +150,19 @@ class _Found:
         if place is not None:
             self.rows.append((line, place))
             return
-        self.first = self.first if self.new else line
-        self.last, self.new = line, self.new + 1
+        self.new += 1
+        if self.spans and self.spans[-1][1] == line - 1 and not self.unspanned:
+            self.spans[-1] = (self.spans[-1][0], line)
+        elif len(self.spans) <= MAX_ROWS_NAMED + len(self.rows) and not self.unspanned:
+            # enough: each row the run has, read before this line, joins two of them at most (bounded as those are)
+            self.spans.append((line, line))
+        else:
+            self.unspanned += 1
 
-    def lines(self, moved: dict[int, int]) -> tuple[int, int, int]:
-        """How many of its rows were not ``moved`` (by line), and the first and last line of those."""
+    def lines(self, moved: dict[int, int]) -> tuple[int, list[tuple[int, int]]]:
+        """How many of its rows were not ``moved`` (by line), and their lines' runs (the first MAX_ROWS_NAMED whole)."""
         kept = [line for line, _ in self.rows if line not in moved]
-        ends = [*kept, self.first, self.last] if self.new else kept
-        return len(kept) + self.new, min(ends, default=0), max(ends, default=0)
+        return len(kept) + self.new, _joined([*self.spans, *((line, line) for line in kept)])
 
     def gone(self, taken: set[int]) -> int:
         """How many of the run's rows it names removed were not found moved (``taken``: the places of those)."""
@@ -290,24 +297,26 @@ class RowsCompared:
     def _tell(self, found: _Found, moved: dict[int, int], taken: set[int]) -> None:
         """Tell ``found``, less its rows ``moved`` (line -> the run's place; ``taken``: those places), each told moved
         where it was read."""
-        n, first, last = found.lines(moved)
+        n, spans = found.lines(moved)
         gone = found.gone(taken)
         places = list(islice((at for at in found.removed or range(0) if at not in taken), MAX_ROWS_NAMED))
         if n and n == gone:
-            where = f"line {first} holds another row" if n == 1 else f"lines {first}-{last} hold other rows"
+            where = f"{_said(n, spans)} holds another row" if n == 1 else f"{_said(n, spans)} hold other rows"
             self.changes.add(found.shard, self._naming(f"{where} in place of ", places, gone, ""))
         else:
             if n:
-                self.changes.add(found.shard, f"{counted(n, 'row')} inserted at {_lines(n, first, last)}")
+                self.changes.add(found.shard, f"{counted(n, 'row')} inserted at {_said(n, spans)}")
             if gone:
                 self.changes.add(found.shard, self._naming("", places, gone, f" removed before line {found.line}"))
         self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
 
     def _tell_more(self, found: _Found, moved: dict[int, int]) -> None:
         """Tell the rows past the run's end (``found``), less those ``moved`` (line -> the run's place) there."""
-        n, first, _ = found.lines(moved)
+        n, spans = found.lines(moved)
         if n and not self.run.cut_off:
-            self.changes.add(found.shard, f"from line {first} on: {counted(n, 'row')} more than the run had there")
+            self.changes.add(
+                found.shard, f"from line {spans[0][0]} on: {counted(n, 'row')} more than the run had there"
+            )
         elif self.run.cut_off:  # its rows moved there and those read again are told, the others not compared
             self._tell_again(found.shard, [(line, place) for line, place in found.rows if line not in moved])
         self._tell_moved(found.shard, [(line, moved[line]) for line, _ in found.rows if line in moved])
@@ -364,22 +373,31 @@ class RowsCompared:
                                    "digest of each shard, not of each row)", OTHER_CONTENT))  # fmt: skip
 
 
-def _lines(n: int, first: int, last: int) -> str:
-    """``line 4`` or ``lines 4-6``: where ``n`` rows are, from the ``first`` line to the ``last``."""
-    return f"line {first}" if n == 1 else f"lines {first}-{last}"
-
-
 def _spans(lines: list[int]) -> str:
-    """``line 4``, ``lines 4-6``, ``lines 4-5, 7 and 9``: the (rising) ``lines`` rows are on, each run of consecutive
-    lines as a range (a line between two of them is not said to be one), those past MAX_ROWS_NAMED ranges counted
-    (``and 12 more lines``)."""
-    spans: list[tuple[int, int]] = []
-    for line in lines:
-        first, last = spans.pop() if spans and spans[-1][1] == line - 1 else (line, line)
-        spans.append((first, line))
-    shown = [f"{first}-{last}" if last > first else str(first) for first, last in spans[:MAX_ROWS_NAMED]]
-    rest = sum(last - first + 1 for first, last in spans[MAX_ROWS_NAMED:])
-    return f"{noun(len(lines), 'line')} {', '.join(shown)}" + (f" {and_more(rest, 'line')}" if rest else "")
+    """``line 4``, ``lines 4-6``, ``lines 4-5, 7, 9``: the (rising) ``lines`` rows are on, as :func:`_said`."""
+    return _said(len(lines), _joined([(line, line) for line in lines]))
+
+
+def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` of lines (first, last), those that touch joined, in order: ``(4, 5), (6, 6), (9, 9)`` -> ``(4, 6),
+    (9, 9)``."""
+    joined: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if joined and first <= joined[-1][1] + 1:
+            joined[-1] = (joined[-1][0], max(last, joined[-1][1]))
+        else:
+            joined.append((first, last))
+    return joined
+
+
+def _said(n: int, spans: list[tuple[int, int]]) -> str:
+    """``line 4``, ``lines 4-6``, ``lines 4-5, 7 and 9 more lines``: ``n`` rows' lines, whose first ``spans`` (runs of
+    consecutive lines) are these; each run said as a range (a line between two of them is not said to be one), the
+    lines past the first MAX_ROWS_NAMED runs counted."""
+    shown = spans[:MAX_ROWS_NAMED]
+    rest = n - sum(last - first + 1 for first, last in shown)
+    said = ", ".join(f"{first}-{last}" if last > first else str(first) for first, last in shown)
+    return f"{noun(n, 'line')} {said}" + (f" {and_more(rest, 'line')}" if rest else "")
 
 
 def _numbered(numbers: list[int]) -> str:

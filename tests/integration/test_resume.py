@@ -443,6 +443,10 @@ def test_a_refusal_tells_rows_moved_as_moved_and_rows_inserted_or_removed_as_suc
             # each a line apart: the first lines said, the rest counted
             ([*rows[:10], *rows[15:], *(r for row in rows[10:15] for r in (row, {**row, "id": f"new-{row['id']}"}))],
              "moved from rows 11-15 of the run to lines 46, 48, 50 and 2 more lines)"),
+            # rows inserted with a row moved between them: their lines said exactly too (line 12 is not one of them)
+            ([*rows[:10], {**rows[0], "id": "new"}, rows[40], {**rows[0], "id": "new2"}, *rows[10:40], *rows[41:]],
+             "(shard 0: other ids or order, 2 rows inserted at lines 11, 13, the run's row 'q40' moved from row 41 of "
+             "the run to line 12)"),
             # rows far apart moved to the end together: their places listed, not spanned, in the order named
             ([*(r for r in rows if r["id"] not in ("q3", "q10", "q30")), rows[30], rows[3], rows[10]], "(shard 2: "
              "other ids or order, the run's rows 'q30', 'q3', 'q10' moved from rows 31, 4, 11 of the run to lines "
