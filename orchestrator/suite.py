@@ -16,11 +16,10 @@ from ragscore_workers.counts import close_names, did_you_mean, place
 from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
-from ragscore_workers.schemas import Queue, Suite
+from ragscore_workers.schemas import JudgeParams, Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
 
 if TYPE_CHECKING:
-    from ragscore_workers.metrics.judge_metrics import JudgeParams
     from ragscore_workers.metrics.registry import MetricDef
 
 __all__ = [
@@ -258,8 +257,6 @@ def without_caches(resolved: ResolvedSuite) -> ResolvedSuite:
 
 def _judged(resolved: ResolvedSuite) -> list[tuple[MetricDef, JudgeParams]]:
     """The suite's judge metrics and their params."""
-    from ragscore_workers.metrics.judge_metrics import JudgeParams
-
     return [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
 
 

@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -479,11 +479,47 @@ def _paced_rpm(also: str = "") -> Callable[[Pace, ValidationInfo], Pace]:
     return check
 
 
-def _judge_metrics_params() -> dict[str, Any]:
-    """The params every judge metric takes (``api_key_env``, ``max_cost``), by name: misplaced in the judge section."""
-    from .metrics.judge_metrics import JudgeParams  # it reads this module's types
+#: The key of a param's ``json_schema_extra`` that says what a run uses when the param is left unset (None).
+UNSET = "unset"
 
-    return JudgeParams.model_fields
+
+def unset_means(what: str) -> dict[str, Any]:
+    """``Field(default=None, json_schema_extra=unset_means("the suite's sandbox.timeout_s"))``: what stands in for
+    the param when it is not given, which ``ragscore metrics NAME`` shows as its default (not ``null``)."""
+    return {UNSET: what}
+
+
+#: A price per million tokens: not negative (a run's cost would go down), finite (Redis refuses to add NaN or
+#: infinity to the run's cost, which failed every call after it was paid for).
+PricePerMTok = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class JudgeParams(BaseModel):
+    """Params shared by every judge metric (the model and limits are in the suite's ``judge`` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Judge calls in flight at once per task.
+    concurrency: int = Field(default=8, ge=1, le=64)
+    #: Read and write the reply cache (``false`` = ``--no-cache``).
+    cache: bool = True
+    #: Environment variable holding the key, when not the provider's usual one.
+    api_key_env: str | None = Field(
+        default=None, json_schema_extra=unset_means("the provider's usual one, as GROQ_API_KEY")
+    )
+    _api_key_env = field_validator("api_key_env")(env_var_name)
+    timeout_s: float = Field(default=60.0, gt=0)
+    #: Longest one call may wait for the shared rate limit before it fails.
+    max_wait_s: float = Field(default=600.0, gt=0)
+    #: Provider attempts per call for 5xx, timeouts, connection errors and 429s (the first included).
+    attempts: int = Field(default=5, ge=1, le=20)
+    #: Consecutive failed calls that stop judging for the whole run.
+    breaker_failures: int = Field(default=5, ge=1)
+    #: Stop new calls once the run's judge cost / tokens reach these.
+    max_cost: float | None = Field(default=None, ge=0, json_schema_extra=unset_means("no limit"))
+    max_tokens_total: int | None = Field(default=None, ge=1, json_schema_extra=unset_means("no limit"))
+    #: Price per million tokens by model: ``{"llama-3.1-8b-instant": [in, out]}``.
+    prices: dict[str, tuple[PricePerMTok, PricePerMTok]] = Field(default_factory=dict)
 
 
 def _misplaced_param(param: str) -> PydanticCustomError:
@@ -530,7 +566,7 @@ class JudgeConfig(BaseModel):
         section's other problems (a typo beside it was hidden until the key was gone)."""
         if not isinstance(value, dict):
             return handler(value)
-        misplaced = [key for key in value if key in _judge_metrics_params()]
+        misplaced = [key for key in value if key in JudgeParams.model_fields]  # each judge metric's
         secrets = dict(cls._secret_keys({k: v for k, v in value.items() if k not in misplaced}))
         if not secrets and not misplaced:
             return handler(value)

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 
-from ..schemas import JudgeConfig, MetricResult, Queue, Row, Suite, env_var_name
+from ..schemas import JudgeConfig, JudgeParams, MetricResult, Queue, Row, Suite
 from ..unicode_text import valid_unicode
 from ._judge_text import (
     ANSWER_ACCURACY,
@@ -59,39 +59,6 @@ def reply_cap(stated: int | None, default: int, judge: JudgeConfig) -> int:
     if stated is not None:
         return stated
     return max(default, REASONING_MIN_TOKENS) if judge.is_reasoning else default
-
-
-#: A price per million tokens: not negative (a run's cost would go down), finite (Redis refuses to add NaN or
-#: infinity to the run's cost, which failed every call after it was paid for).
-PricePerMTok = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-
-
-class JudgeParams(BaseModel):
-    """Params shared by every judge metric (the model and limits are in the suite's ``judge`` section)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: Judge calls in flight at once per task.
-    concurrency: int = Field(default=8, ge=1, le=64)
-    #: Read and write the reply cache (``false`` = ``--no-cache``).
-    cache: bool = True
-    #: Environment variable holding the key, when not the provider's usual one.
-    api_key_env: str | None = Field(
-        default=None, json_schema_extra=unset_means("the provider's usual one, as GROQ_API_KEY")
-    )
-    _api_key_env = field_validator("api_key_env")(env_var_name)
-    timeout_s: float = Field(default=60.0, gt=0)
-    #: Longest one call may wait for the shared rate limit before it fails.
-    max_wait_s: float = Field(default=600.0, gt=0)
-    #: Provider attempts per call for 5xx, timeouts, connection errors and 429s (the first included).
-    attempts: int = Field(default=5, ge=1, le=20)
-    #: Consecutive failed calls that stop judging for the whole run.
-    breaker_failures: int = Field(default=5, ge=1)
-    #: Stop new calls once the run's judge cost / tokens reach these.
-    max_cost: float | None = Field(default=None, ge=0, json_schema_extra=unset_means("no limit"))
-    max_tokens_total: int | None = Field(default=None, ge=1, json_schema_extra=unset_means("no limit"))
-    #: Price per million tokens by model: ``{"llama-3.1-8b-instant": [in, out]}``.
-    prices: dict[str, tuple[PricePerMTok, PricePerMTok]] = Field(default_factory=dict)
 
 
 class DualParams(JudgeParams):

@@ -24,9 +24,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from ..counts import counted_of
-from ..schemas import Queue, Row
+from ..schemas import JudgeParams, Queue, Row
 from ._validators import VALIDATORS, Outcome, PointInput, PointSpecError, parse_json_text, validator
-from .judge_metrics import Job, JudgeParams, Verdict, run_jobs
+from .judge_metrics import Job, Verdict, run_jobs
 from .registry import RunContext
 
 __all__ = ["META_EVAL_VERSION", "MetaEvalParams", "meta_eval", "meta_eval_prompt", "parse_proposals"]

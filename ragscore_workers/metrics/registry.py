@@ -24,7 +24,7 @@ from pydantic_core import ErrorDetails
 
 from ..counts import close_names, did_you_mean, noun, place
 from ..errors import ConfigError, Problem, UnknownMetricError, raise_problems
-from ..schemas import MetricResult, MetricSpec, Queue, Row, Suite
+from ..schemas import UNSET, MetricResult, MetricSpec, Queue, Row, Suite, unset_means
 from ._params import booleans_read_as_numbers
 
 log = logging.getLogger(__name__)
@@ -61,16 +61,6 @@ NO_RETRIEVED_IDS = "no retrieved_doc_ids"
 #: :data:`NO_RETRIEVED_IDS`): the gates and ``ragscore compare`` do not fail an output every item of which is
 #: unscorable so.
 BY_DESIGN_REASONS = frozenset({*(f"no {field}" for field in OPTIONAL_FIELDS), NO_RETRIEVED_IDS})
-
-
-#: The key of a param's ``json_schema_extra`` that says what a run uses when the param is left unset (None).
-UNSET = "unset"
-
-
-def unset_means(what: str) -> dict[str, Any]:
-    """``Field(default=None, json_schema_extra=unset_means("the suite's sandbox.timeout_s"))``: what stands in for
-    the param when it is not given, which ``ragscore metrics NAME`` shows as its default (not ``null``)."""
-    return {UNSET: what}
 
 
 def higher_is_better(output: str) -> bool:
