@@ -566,7 +566,7 @@ class JudgeConfig(BaseModel):
         section's other problems (a typo beside it was hidden until the key was gone)."""
         if not isinstance(value, dict):
             return handler(value)
-        misplaced = [key for key in value if key in JudgeParams.model_fields]  # each judge metric's
+        misplaced = [k for k in value if k in JudgeParams.model_fields and k not in cls.model_fields]  # not its own
         secrets = dict(cls._secret_keys({k: v for k, v in value.items() if k not in misplaced}))
         if not secrets and not misplaced:
             return handler(value)
