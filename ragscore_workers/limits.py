@@ -6,12 +6,26 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeoutError  # not the builtin TimeoutError before Python 3.11
 from pathlib import Path
+from typing import Any
 
 from .cgroups import cpu_limit
 from .schemas import Queue
 
-__all__ = ["CONTROL_QUEUE", "PRIORITY_SEP", "QUEUE_LIMITS", "longest_hard_limit", "soft_deadline", "usable_cpus"]
+__all__ = [
+    "CONTROL_QUEUE",
+    "PRIORITY_SEP",
+    "QUEUE_LIMITS",
+    "ended_by",
+    "left_s",
+    "longest_hard_limit",
+    "soft_deadline",
+    "time_limit_error",
+    "usable_cpus",
+]
 
 #: Queue of the bookkeeping tasks (shard completion, aggregation); every worker consumes it.
 CONTROL_QUEUE = "control"
@@ -44,6 +58,28 @@ def soft_deadline(queue: str) -> float:
     :data:`QUEUE_LIMITS`): what a task bounds its own work by where no pool raises the limit (a threads pool enforces
     no Celery time limit, so nothing else would keep its message from the broker's re-delivery)."""
     return time.monotonic() + QUEUE_LIMITS[queue][0]
+
+
+def left_s(deadline: float | None) -> float:
+    """Seconds left to ``deadline`` (``time.monotonic()``; :func:`soft_deadline`), negative once it passed; infinite
+    without one."""
+    return float("inf") if deadline is None else deadline - time.monotonic()
+
+
+def ended_by(deadline: float | None, futures: Iterable[Future[Any]]) -> Iterator[Future[Any]]:
+    """``futures`` as they end, until ``deadline`` (``time.monotonic()``; None: all of them) passes: then it stops,
+    the rest are cut."""
+    try:
+        yield from as_completed(futures, timeout=None if deadline is None else max(0.0, left_s(deadline)))
+    except FuturesTimeoutError:
+        return
+
+
+def time_limit_error(queue: str) -> str:
+    """The error of an item a scoring chunk of ``queue`` did not score by its soft time limit (a prefork pool's
+    SoftTimeLimitExceeded, or the deadline a judge chunk keeps in any pool); a resume scores it again."""
+    return (f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s (resume to retry; send fewer questions per "
+            f"task if it happens again: --chunk-size {queue}=N)")  # fmt: skip
 
 
 def usable_cpus(root: Path = Path("/")) -> int:

@@ -26,7 +26,7 @@ from .answers import unanswered_why
 from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .counts import noun
 from .errors import ConfigError, UnknownMetricError
-from .limits import longest_hard_limit, soft_deadline
+from .limits import longest_hard_limit, soft_deadline, time_limit_error
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
 from .providers.run_state import UNREPORTED_FIELDS, breaker_summary
@@ -129,11 +129,6 @@ def _raw_key_meta(raw: dict) -> tuple[str, dict[str, Any]]:
     return item_key(meta["system"], meta["id"]), meta
 
 
-def _time_limit_error(queue: str) -> str:
-    return (f"time limit: the chunk ran over {QUEUE_LIMITS[queue][0]} s (resume to retry; send fewer questions per "
-            f"task if it happens again: --chunk-size {queue}=N)")  # fmt: skip
-
-
 #: A chunk holding an item delivered this many times on its queue (its earlier deliveries never ended: their
 #: process died) is scored one item at a time ("careful mode"), so the item that kills the process is found
 #: and recorded as failed instead of looping forever.
@@ -205,7 +200,7 @@ def _score_carefully(
         try:
             (scores,) = score_rows([row], metrics, ctx)
         except SoftTimeLimitExceeded:  # time is up for the chunk: this item and the rest fail, the chord goes on
-            failed = MetricResult.failed(_time_limit_error(queue))
+            failed = MetricResult.failed(time_limit_error(queue))
             rest = [(r.key, _item_meta(r), {o: failed for o in outputs}) for r in rows[index:]]
             new += store.write_results(run_id, queue, rest)
             store.mark_scoring(run_id, queue, row.key, False)
@@ -265,6 +260,7 @@ def score_chunk(
     ``retry``: the chunk sent itself again after its Redis calls failed (:func:`_retry_chunk`), this its task's id and
     retry number: its earlier try's deliveries and careful marks, which it could not clear, are not a death's.
     """
+    deadline = soft_deadline(queue)  # what a threads pool's judge calls end by (it enforces no Celery time limit)
     store = get_store()
     if skipped := _skip_reason(store, run_id, generation):
         if skipped == CANCELLED_SKIP:
@@ -276,7 +272,7 @@ def score_chunk(
         store.forget_deliveries(run_id, queue, keys, retry)
     attempt = store.start_delivery(run_id, queue, keys)
     try:
-        scored = _score_delivery(store, queue, run_id, suite_json, metric_names, rows, attempt)
+        scored = _score_delivery(store, queue, run_id, suite_json, metric_names, rows, attempt, deadline)
     except Exception:
         store.end_delivery(run_id, queue, keys)
         raise
@@ -300,7 +296,7 @@ def _marks_once_slow(store: RunStore, run_id: str, queue: str) -> Any:
 
 def _score_delivery(
     store: RunStore, queue: str, run_id: str, suite_json: str, metric_names: list[str], rows: list[dict],
-    attempt: int,
+    attempt: int, deadline: float,
 ) -> dict:  # fmt: skip
     outputs: list[str] = []
     try:
@@ -314,7 +310,7 @@ def _score_delivery(
         # scoring writes each row as it ends)
         progressive = queue in PROGRESSIVE_QUEUES and attempt < CAREFUL_FROM_ATTEMPT
         scored = _marks_once_slow(store, run_id, queue) if progressive else None
-        ctx = RunContext(run_id=run_id, suite=suite, redis=store.r, scored=scored)
+        ctx = RunContext(run_id=run_id, suite=suite, redis=store.r, scored=scored, deadline=deadline)
         if attempt >= CAREFUL_FROM_ATTEMPT:
             new = store.write_results(run_id, queue, written)
             return {"items": len(rows), "new": new + _score_carefully(
@@ -327,7 +323,7 @@ def _score_delivery(
             else:
                 score_rows(parsed, metrics, ctx, into=scores)
         except SoftTimeLimitExceeded:  # what was scored is kept; the rest gets the time limit's error
-            failed = MetricResult.failed(_time_limit_error(queue))
+            failed = MetricResult.failed(time_limit_error(queue))
             scores = [{o: done.get(o, failed) for o in outputs} for done in scores]
         written += [(row.key, _item_meta(row), s) for row, s in zip(parsed, scores, strict=True)]
         return {"items": len(rows), "new": store.write_results(run_id, queue, written)}

@@ -27,6 +27,7 @@ from rich.console import Console
 
 from orchestrator.embedded_redis import EmbeddedRedis, find_redis_server
 from orchestrator.reports.live import StatusView, sample
+from orchestrator.workers import worker_command
 from ragscore_workers.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,6 +225,21 @@ class WorkerProcess:
                 self.proc.wait(grace_s)
             except subprocess.TimeoutExpired:
                 kill_whole(self)
+
+
+def soft_s_env(queue: str) -> str:
+    """The variable that shortens ``queue``'s soft time limit in a test's worker (tests/short_limit_worker.py)."""
+    return f"RAGSCORE_TEST_{queue.upper()}_SOFT_S"
+
+
+def short_limit_worker(broker_url: str, queue: str, home: Path, soft_s: int, concurrency: int = 1) -> WorkerProcess:
+    """The ``queue`` worker as ``ragscore worker`` starts it (its pool; ``concurrency`` threads or processes), started,
+    its app's soft time limit of ``queue`` ``soft_s`` seconds (tests/short_limit_worker.py)."""
+    worker = WorkerProcess(broker_url, queue, home)
+    worker.args = worker_command(queue, concurrency)
+    worker.args[worker.args.index("ragscore_workers.app")] = "tests.short_limit_worker"
+    worker.env[soft_s_env(queue)] = str(soft_s)
+    return worker.start()
 
 
 def ragscore_worker(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..limits import ended_by, time_limit_error
 from ..schemas import JudgeConfig, JudgeParams, MetricResult, Queue, Row, Suite
 from ..unicode_text import valid_unicode
 from ._judge_text import (
@@ -127,6 +128,14 @@ class Verdict:
     parse_failures: int = 0
     #: Why the judge gave no usable reply although it answered (it refused; its reply was cut at the cap).
     no_answer: str | None = None
+    #: The task's time limit came first (:attr:`error` says so): its item records the limit's error, as a chunk cut
+    #: by a prefork pool's soft limit does, and a resume judges it again.
+    cut: bool = False
+
+    @classmethod
+    def time_up(cls) -> Verdict:
+        """The verdict of a judge the task's time limit stopped."""
+        return cls(error=time_limit_error(Queue.JUDGE.value), cut=True)
 
     @property
     def from_cache(self) -> bool:
@@ -162,9 +171,10 @@ class Job:
         return PlannedCall(self.messages, max_tokens, self.version)
 
 
-def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
-    """Ask one judge up to ``job.attempts`` times until ``job.parse`` finds a value in its reply."""
-    from ..providers import JudgeError, JudgeStopped
+def _ask(client: JudgeClient, job: Job, params: CompletionParams, deadline: float | None) -> Verdict:
+    """Ask one judge up to ``job.attempts`` times until ``job.parse`` finds a value in its reply, none past
+    ``deadline`` (its task's soft time limit)."""
+    from ..providers import JudgeError, JudgeStopped, JudgeTimeUp
 
     messages = job.messages
     verdict = Verdict()
@@ -172,8 +182,11 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams) -> Verdict:
         last = attempt == job.attempts - 1  # a re-run replays the sequence; only a last reply left unread is re-asked
         try:
             completion, cached = client.complete(
-                messages, params, template_version=job.version, attempt=attempt, final=job.final if last else None
-            )
+                messages, params, template_version=job.version, attempt=attempt, final=job.final if last else None,
+                deadline=deadline,
+            )  # fmt: skip
+        except JudgeTimeUp:
+            return Verdict.time_up()
         except JudgeStopped as exc:
             verdict.stopped = str(exc)
             break
@@ -209,7 +222,9 @@ def run_jobs(
 ) -> list[Verdict]:
     """Run the jobs on a thread pool (``params.concurrency`` calls in flight); verdicts in job order. ``rows``: the
     row of each run of ``len(jobs) // len(rows)`` jobs in a row (its judges), each told finished
-    (:meth:`RunContext.row_scored`) once its last job ends, while the others still run."""
+    (:meth:`RunContext.row_scored`) once its last job ends, while the others still run. At the task's deadline
+    (``ctx.deadline``: its soft time limit, which a threads pool does not enforce) it returns: a job not ended by then
+    is :meth:`Verdict.time_up` (not started: never asked; in flight: its reply cached as it comes, not waited for)."""
     if not jobs:
         return []
     from ..providers import CompletionParams
@@ -221,25 +236,30 @@ def run_jobs(
     per_row = len(jobs) // len(rows) if rows else 0
     left = [per_row] * len(rows)
     lock = threading.Lock()
+    cut = threading.Event()  # the deadline passed: a job ending later is not this chunk's, nor its row's progress
 
     def ask(index: int, job: Job) -> Verdict:
-        verdict = _ask(client, job, completion_params)
+        verdict = _ask(client, job, completion_params, ctx.deadline)
         if per_row:
             row = index // per_row
             with lock:
                 left[row] -= 1
-                finished = left[row] == 0
+                finished = left[row] == 0 and not cut.is_set()
             if finished:
                 ctx.row_scored(rows[row])
         return verdict
 
-    with ThreadPoolExecutor(max_workers=min(params.concurrency, len(jobs)), thread_name_prefix="judge") as pool:
-        futures = [pool.submit(ask, index, job) for index, job in enumerate(jobs)]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:  # the soft time limit (raised here, in the main thread): no judge is asked after it;
-            pool.shutdown(wait=False, cancel_futures=True)  # the calls in flight end (the pool's exit waits for them)
-            raise
+    pool = ThreadPoolExecutor(max_workers=min(params.concurrency, len(jobs)), thread_name_prefix="judge")
+    futures = [pool.submit(ask, index, job) for index, job in enumerate(jobs)]
+    try:
+        ended = set(ended_by(ctx.deadline, futures))
+    except BaseException:  # a prefork pool's soft time limit (raised here, in the main thread): no judge is asked
+        pool.shutdown(cancel_futures=True)  # after it; the calls in flight end, waited for
+        raise
+    with lock:
+        cut.set()
+    pool.shutdown(wait=False, cancel_futures=True)  # what has not started is never asked
+    return [f.result() if f in ended else Verdict.time_up() for f in futures]
 
 
 # ---------------------------------------------------------------------------------------------- dual judges
@@ -301,6 +321,8 @@ def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
         "cached": all(v.from_cache for v in verdicts),
         "replies": [v.reply for v in verdicts],
     }
+    if cut := next((v.error for v in verdicts if v.cut), None):  # a judge not asked: never one rating alone
+        return MetricResult.failed(cut)
     errors = [v.error for v in verdicts if v.error]
     if errors:
         details["judge_errors"] = errors
@@ -399,7 +421,9 @@ def _rubric_result(verdict: Verdict, params: RubricParams, rubric_source: str) -
             "rubric_judge": MetricResult(score=score / 5, details=details),
             "rubric_judge_raw": MetricResult(score=float(score), details={"calls": verdict.calls}),
         }
-    if verdict.stopped:
+    if verdict.cut:
+        result = MetricResult.failed(str(verdict.error))
+    elif verdict.stopped:
         result = MetricResult.stopped(verdict.stopped, **details)
     elif verdict.error:
         result = MetricResult(score=None, error=verdict.error, details=details)

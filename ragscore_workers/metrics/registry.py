@@ -87,6 +87,9 @@ class RunContext:
     scored: Callable[[Row, list[str]], None] | None = None
     #: The outputs of the batch metric being run (:func:`~ragscore_workers.scoring.score_rows` sets them).
     outputs: tuple[str, ...] = ()
+    #: When (``time.monotonic()``) the task's soft time limit comes (:func:`~ragscore_workers.limits.soft_deadline`):
+    #: judge calls end by it in any pool. None: no bound (in-process use).
+    deadline: float | None = None
 
     def row_scored(self, row: Row) -> None:
         """A batch metric whose rows end one by one (a slow judge's) says it has finished ``row``: progress moves per

@@ -11,6 +11,7 @@ from .client import Budget, JudgeClient, Price, RetryPolicy
 from .errors import (
     JudgeError,
     JudgeStopped,
+    JudgeTimeUp,
     MalformedReplyError,
     MissingKeyError,
     ProviderError,
@@ -31,6 +32,7 @@ __all__ = [
     "JudgeClient",
     "JudgeError",
     "JudgeStopped",
+    "JudgeTimeUp",
     "Limit",
     "MalformedReplyError",
     "MissingKeyError",

@@ -8,9 +8,11 @@
     a slot of judge.max_in_flight, when set   (every worker's calls in flight, bounded by max_wait_s)
     limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
                                                 breaker ends the wait -> JudgeStopped; one seen on admission
-                                                gives the admission back: a call not sent holds no window)
+                                                gives the admission back: a call not sent holds no window; a wait
+                                                past the task's ``deadline`` -> JudgeTimeUp at once)
     provider.complete(...)                     (tenacity: transient -> exponential backoff + jitter,
-                                                429 -> shared pause; at most ``attempts`` tries)
+                                                429 -> shared pause; at most ``attempts`` tries, none that would
+                                                start past the task's ``deadline`` -> JudgeTimeUp)
     correct the token cost, count, cache the reply (only one the caller could read: ``final``)
 
 A call that still fails counts towards the run's circuit breaker of its limiter (provider, model, endpoint and key:
@@ -29,14 +31,17 @@ from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
+from tenacity.stop import stop_base
 
+from ..limits import left_s, time_limit_error
+from ..schemas import Queue
 from ..store import BUDGET_AT_0
 from .base import Completion, CompletionParams, Message, Provider, RetryDecision, estimate_tokens
 from .cache import ReplyCache, cache_key
-from .errors import JudgeStopped, ProviderError, RateLimitTimeout, RequestTooLargeError
+from .errors import JudgeStopped, JudgeTimeUp, ProviderError, RateLimitTimeout, RequestTooLargeError
 from .headers import RateLimitInfo
 from .inflight import InFlightCap
-from .ratelimit import RedisLimiter
+from .ratelimit import Grant, RedisLimiter
 from .run_state import RunJudgeState
 
 __all__ = ["Budget", "JudgeClient", "Price", "RetryPolicy"]
@@ -130,17 +135,22 @@ class JudgeClient:
         template_version: str,
         attempt: int = 0,
         final: Callable[[Completion], bool] | None = None,
+        deadline: float | None = None,
     ) -> tuple[Completion, bool]:
         """The reply to ``messages`` and whether it came from the cache; raises JudgeError subclasses. Given ``final``,
         only a reply it accepts (one the caller could read) is cached, or served from the cache: another is asked
-        again."""
+        again. ``deadline`` (``time.monotonic()``; its task's soft time limit): no try starts, nor waits at the limiter
+        or backs off, past it (JudgeTimeUp, not counted by the breaker); a call in flight then ends as the provider's
+        timeout bounds it, its reply cached."""
         key = cache_key(self.provider.identity, messages, params, template_version, attempt)
         cached = self.cache.get(key)
         if cached is not None and (final is None or final(cached)):
             self.state.incr(cache_hits=1)
             return cached, True
+        if left_s(deadline) <= 0:
+            raise self._time_up()
         retrying = Retrying(
-            stop=stop_after_attempt(self.retry.attempts),
+            stop=stop_after_attempt(self.retry.attempts) | _SleepsPast(deadline),
             wait=self._wait,
             retry=retry_if_exception(self._retryable),
             before_sleep=lambda _: self.state.incr(retries=1),
@@ -148,8 +158,10 @@ class JudgeClient:
             reraise=True,
         )
         try:
-            completion = retrying(self._attempt, messages, params)
+            completion = retrying(self._attempt, messages, params, deadline)
         except (ProviderError, RateLimitTimeout, RequestTooLargeError) as exc:
+            if self._retryable(exc) and retrying.statistics["attempt_number"] < self.retry.attempts:
+                raise self._time_up() from exc  # its deadline, not its attempts, stopped the retries
             if self.provider.request_specific(exc):  # this item's prompt, not the provider: no breaker count
                 self.state.incr(failures=1)  # still a call failed for good
                 log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
@@ -165,7 +177,7 @@ class JudgeClient:
         return completion, False
 
     # ------------------------------------------------------------------ one attempt
-    def _attempt(self, messages: Sequence[Message], params: CompletionParams) -> Completion:
+    def _attempt(self, messages: Sequence[Message], params: CompletionParams, deadline: float | None) -> Completion:
         self.provider.require_key()  # a call not in the cache: the key is needed now (MissingKeyError), not before
         prompt = estimate_tokens(messages)
         estimate = prompt + params.max_tokens
@@ -180,7 +192,7 @@ class JudgeClient:
             # limit or for a slot of max_in_flight, not stalled.
             held = self.in_flight.slot(self._check_stopped, self.state.note_wait) if self.in_flight else nullcontext()
             with held as slot:  # judge.max_in_flight
-                grant = self.limiter.acquire(estimate, check=self._check_stopped, on_wait=self.state.note_wait)
+                grant = self._admitted(estimate, deadline)
                 if slot is not None:  # still held after the limiter's wait, or taken again: never sent over the cap
                     self.limiter.checked(grant, slot.confirm)  # not sent (no slot in time, a stop): grant released
                 sent = time.monotonic()
@@ -218,6 +230,20 @@ class JudgeClient:
                         cost=cost, usage_estimated=int(estimated), unpriced_calls=int(self.price is None),
                         reset_failures=True, release=release)  # fmt: skip
         return completion
+
+    def _admitted(self, tokens: int, deadline: float | None) -> Grant:
+        """The limiter's admission of a call of ``tokens``, waiting no longer than ``max_wait_s`` nor past
+        ``deadline``: JudgeTimeUp where the deadline is the bound."""
+        left = left_s(deadline)
+        try:
+            return self.limiter.acquire(tokens, check=self._check_stopped, on_wait=self.state.note_wait, left_s=left)
+        except RateLimitTimeout as exc:
+            if left < self.limiter.max_wait_s:
+                raise self._time_up() from exc
+            raise
+
+    def _time_up(self) -> JudgeTimeUp:
+        return JudgeTimeUp(time_limit_error(Queue.JUDGE.value), provider=self.provider.name)
 
     def _check_stopped(self) -> None:
         """Raise JudgeStopped once the run was cancelled or its breaker opened (read while a call waits)."""
@@ -259,3 +285,13 @@ class JudgeClient:
         if self._decision(exc).kind == "rate_limit":
             return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
         return float(self._backoff(state))
+
+
+class _SleepsPast(stop_base):
+    """Tenacity's stop of a call whose next try would start past ``deadline`` (its backoff sleep ends after it)."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return retry_state.upcoming_sleep >= left_s(self.deadline)

@@ -10,6 +10,7 @@ RagscoreError
     ├── RequestTooLargeError    one request needs more tokens than the tokens-per-minute limit allows
     ├── RateLimitTimeout        the limiter would make this call wait longer than ``max_wait_s``
     └── JudgeStopped            the run stopped judging: circuit breaker open or budget reached
+        └── JudgeTimeUp         the judge task reached its soft time limit: a call not made by then is not made
 
 SDK and transport errors are translated in the provider modules with ``raise ... from exc``; messages
 never carry an API key (:func:`redact`).
@@ -32,6 +33,7 @@ from ..redaction import credential_name, hide_spans, url_password_spans
 __all__ = [
     "JudgeError",
     "JudgeStopped",
+    "JudgeTimeUp",
     "MalformedReplyError",
     "MissingKeyError",
     "ProviderError",
@@ -238,3 +240,8 @@ class RateLimitTimeout(JudgeError):
 
 class JudgeStopped(JudgeError):
     """Judging stopped for this run (circuit breaker open, or cost/token budget reached)."""
+
+
+class JudgeTimeUp(JudgeStopped):
+    """The judge task reached its soft time limit: the call is not made (again), its item records the time limit's
+    error (never counted by the breaker: the provider did not fail)."""

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from ..errors import ConfigError
+from ..limits import left_s
 from ..providers.base import RetryDecision
 from ..providers.errors import RateLimitTimeout
 from ..providers.ratelimit import RedisLimiter, limits_per_minute
@@ -211,7 +212,7 @@ class _Tries:
         return self.config.max_seconds_per_question - (time.monotonic() - self._started)
 
     def _deadline_left_s(self) -> float:
-        return float("inf") if self._deadline is None else self._deadline - time.monotonic()
+        return left_s(self._deadline)
 
     def too_slow(self, wait: str) -> TargetError:
         """The error of a question out of its time: TargetTimeUp where its task's deadline is the bound, else how long

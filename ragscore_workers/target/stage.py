@@ -12,17 +12,15 @@ could not answer (an error per output: the run still reports).
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from concurrent.futures import TimeoutError as FuturesTimeoutError  # not the builtin TimeoutError before Python 3.11
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
+from ..limits import ended_by
 from ..providers.errors import exception_text, traceback_text
 from ..schemas import UNFILLED_PREFIX, Row, TargetConfig
 from ..store import RunStore
@@ -85,7 +83,7 @@ def answer_chunk(
     futures = {pool.submit(_answer, client, config, row, deadline): asked[row.key] for row in todo}
     stored: set[Future[dict[str, Any]]] = set()
     try:
-        for future in _until(deadline, futures):  # each answer is stored as it comes: a cut task loses none
+        for future in ended_by(deadline, futures):  # each answer is stored as it comes: a cut task loses none
             answer = future.result()
             unfilled.update(answer.pop("unfilled", ()))
             new += store.save_answers(run_id, shard, {futures[future].key: answer})
@@ -103,14 +101,6 @@ def answer_chunk(
         # counters of UNFILLED_PREFIX only: never incr's cost, reset_failures or release
         client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})  # type: ignore[arg-type]
     return {"asked": len(todo), "new": new}
-
-
-def _until(deadline: float, futures: dict[Future[dict[str, Any]], Row]) -> Iterator[Future[dict[str, Any]]]:
-    """``futures`` as they end, until ``deadline`` (``time.monotonic()``) passes: then it stops, the rest are cut."""
-    try:
-        yield from as_completed(futures, timeout=max(0.0, deadline - time.monotonic()))
-    except FuturesTimeoutError:
-        return
 
 
 def _save_late(store: RunStore, run_id: str, shard: int, key: str, future: Future[dict[str, Any]]) -> None:

@@ -17,7 +17,6 @@ import pytest
 
 from orchestrator.runner import connect, resume, submit, wait
 from orchestrator.suite import load_suite
-from orchestrator.workers import worker_command
 from ragscore_workers.schemas import TargetConfig
 from ragscore_workers.store import RunState, RunStore
 from ragscore_workers.target.errors import TIME_LIMIT_ERROR
@@ -25,25 +24,16 @@ from ragscore_workers.target.stage import answer_chunk
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, short_limit_worker, until, write_jsonl
 from ..unit.test_time_limit import soft_time_limit_in
 
 pytestmark = pytest.mark.integration
 
 #: Questions of the one chunk: asked one at a time, a second each, far more than its soft limit lets it ask.
 N = 8
-#: Seconds of the target soft time limit of the test's worker (its app is never imported here: it would shorten ours).
+#: Seconds of the target soft time limit of the test's worker (tests/short_limit_worker.py; its app is never imported
+#: here: it would shorten ours).
 SOFT_S = 3
-
-
-def _short_limit_target_worker(broker_url: str, home: Path) -> WorkerProcess:
-    """The target queue's worker as ``ragscore worker`` starts it (threads pool, here one thread), its app's target
-    soft time limit :data:`SOFT_S` (tests/target/short_limit_worker.py)."""
-    worker = WorkerProcess(broker_url, "target", home)
-    worker.args = worker_command("target", 1)
-    worker.args[worker.args.index("ragscore_workers.app")] = "tests.target.short_limit_worker"
-    worker.env["RAGSCORE_TEST_TARGET_SOFT_S"] = str(SOFT_S)
-    return worker.start()
 
 
 def _asked(rag: FakeRag, since: int = 0) -> list[str]:
@@ -58,7 +48,7 @@ def test_a_target_chunk_past_its_soft_time_limit_stops_there_and_a_resume_asks_w
     each, 8 at a time, ~1,200 s): past the broker's visibility timeout, it was delivered again while it still asked.
     It now stops at its soft limit, as a prefork pool stops it."""
     server = RedisProcess(tmp_path / "redis").start()
-    target = _short_limit_target_worker(server.url, tmp_path / "w")
+    target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S)
     scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
     try:
         with FakeRag(slow_s=1.0) as rag:
@@ -114,7 +104,7 @@ def test_a_delivery_cut_by_its_time_limit_keeps_the_answers_an_overlapping_deliv
     its answers over the other's, so the one cut by its time limit stored the limit's error over the answers the
     other had stored, and the run scored them as errors (a resume asked, and paid for, them again)."""
     server = RedisProcess(tmp_path / "redis").start()
-    target = _short_limit_target_worker(server.url, tmp_path / "w")
+    target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S)
     scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
     try:
         with FakeRag(slow_s=1.0) as rag:

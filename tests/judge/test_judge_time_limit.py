@@ -1,0 +1,101 @@
+"""A judge task ends by its soft time limit in a threads pool too (which enforces no Celery time limit): the items it
+had not judged by then are recorded as the limit's errors, those it judged are kept, the run reports them, and a resume
+judges them again, paying no call twice (the reply cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+
+from orchestrator.runner import connect, submit, wait
+from orchestrator.suite import load_suite
+from ragscore_workers.limits import QUEUE_LIMITS
+from ragscore_workers.providers import CompletionParams, JudgeTimeUp, RetryPolicy, build_client
+from ragscore_workers.schemas import JudgeConfig
+from ragscore_workers.store import RunState
+
+from ..fakes import FakeProvider
+from ..support import ROOT, RedisProcess, short_limit_worker, write_jsonl
+
+#: Items of the one chunk: two judge calls each, one at a time, a second a call: far more than its soft limit lets it.
+N = 4
+#: Seconds of the judge soft time limit of the test's worker (tests/short_limit_worker.py).
+SOFT_S = 3
+TIME_LIMIT = f"time limit: the chunk ran over {SOFT_S} s (resume to retry; send fewer questions per task if it "
+TIME_LIMIT += "happens again: --chunk-size judge=N)"
+
+
+@pytest.mark.integration
+@pytest.mark.serial  # timed: its first item (two calls of a second) is judged before its soft limit (3 s)
+def test_a_judge_chunk_past_its_soft_time_limit_stops_there_and_a_resume_judges_what_it_cut(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """A judge task of a threads pool ran until its last call was answered, however long (a chunk held at a rate limit,
+    600 s a call): past the broker's visibility timeout, it was delivered again while it still judged."""
+    rows = [
+        {"id": f"q{i}", "question": f"Q{i}?", "reference": f"r{i}", "answer": f"a{i} [[rating=4]]"} for i in range(N)
+    ]
+    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    suite = {"metrics": [{"name": "answer_accuracy", "params": {"concurrency": 1}}], "chunk_size": {"judge": N},
+             "judge": judge}  # fmt: skip
+    fake.latency_s = 1.0
+    store = connect(redis_server.url)
+    worker = short_limit_worker(redis_server.url, "judge", tmp_path / "w", SOFT_S)
+    try:
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(suite), store)
+        first = wait(store, sub.run_id, timeout_s=300)
+        scores = {raw.meta["id"]: raw.metrics["answer_accuracy"] for raw in store.iter_raw_items(sub.run_id)}
+        sent_first = len(fake.prompts)
+        fake.latency_s = 0.0  # the judge is quick again: the resume's chunk ends well within its limit
+        cmd = [sys.executable, "-m", "orchestrator.cli", "resume", sub.run_id, "--broker", redis_server.url,
+               "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "o")})  # fmt: skip
+    finally:
+        worker.stop()
+
+    assert first.state == RunState.FINISHED
+    cut = {q for q, r in scores.items() if r.get("error") == TIME_LIMIT and r.get("score") is None}
+    judged = {q for q, r in scores.items() if r.get("score") == 1.0}
+    assert cut and judged and cut | judged == {f"q{i}" for i in range(N)}, scores  # nothing else stored
+    assert len(judged) < N - 1, judged  # two calls of a second each, one at a time: it stopped at its soft limit
+    assert sent_first < 2 * N, fake.prompts  # a call not started by then was never made
+    accuracy = first.metrics["answer_accuracy"]
+    assert (accuracy.errors, accuracy.n) == (len(cut), len(judged)), accuracy  # the run reports them
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the resume judges those again, not one judged; no call is paid twice (the one in flight at the cut: cached)
+    assert Counter(fake.prompts) == Counter({p: 1 for p in fake.prompts}) and len(fake.prompts) == 2 * N, fake.prompts
+    resumed = json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]["answer_accuracy"]
+    assert (resumed["n"], resumed["errors"], resumed["mean"]) == (N, 0, 1.0), resumed
+
+
+@pytest.mark.serial  # timed: the deadline, not max_wait_s (600 s), bounds the wait
+def test_a_call_its_tasks_deadline_stops_at_the_rate_limit_ends_with_the_time_limits_error_not_a_failure(
+    redis_server: RedisProcess, fake: FakeProvider, model: str, rclient: redis.Redis
+) -> None:
+    """A call held at the shared rate limit waits no longer than its task's deadline (the lesser of it and max_wait_s):
+    JudgeTimeUp with the judge queue's time-limit error, no failure counted for the breaker; one whose deadline passed
+    is not sent."""
+    config = JudgeConfig(provider="groq", model=model, base_url=fake.url, rpm=1, tpm=None)
+    client = build_client(rclient, "t-judge-deadline", config, max_wait_s=600, retry=RetryPolicy(attempts=2))
+    messages, params = [{"role": "user", "content": "[[rating=4]]"}], CompletionParams(temperature=0.0, max_tokens=8)
+    client.complete(messages, params, template_version="v", deadline=time.monotonic() + 60)  # the minute's one call
+    started = time.monotonic()
+    with pytest.raises(JudgeTimeUp) as raised:
+        client.complete(messages, params, template_version="v", attempt=1, deadline=time.monotonic() + 2)
+    assert time.monotonic() - started < 15  # not the minute the rpm holds it
+    assert str(raised.value) == f"time limit: the chunk ran over {QUEUE_LIMITS['judge'][0]} s " + (
+        "(resume to retry; send fewer questions per task if it happens again: --chunk-size judge=N)"
+    )
+    with pytest.raises(JudgeTimeUp):
+        client.complete(messages, params, template_version="v", attempt=2, deadline=time.monotonic() - 1)
+    assert fake.stats()["requests"] == 1
+    assert client.state.read()["failures"] == 0 and not client.state.stop_reason()
