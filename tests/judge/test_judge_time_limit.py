@@ -99,3 +99,18 @@ def test_a_call_its_tasks_deadline_stops_at_the_rate_limit_ends_with_the_time_li
         client.complete(messages, params, template_version="v", attempt=2, deadline=time.monotonic() - 1)
     assert fake.stats()["requests"] == 1
     assert client.state.read()["failures"] == 0 and not client.state.stop_reason()
+
+
+def test_a_call_whose_next_try_would_start_past_its_tasks_deadline_is_not_retried_and_not_a_failure(
+    redis_server: RedisProcess, fake: FakeProvider, model: str, rclient: redis.Redis
+) -> None:
+    """A call that failed (a 500) is not retried where its backoff would end past its task's deadline: JudgeTimeUp at
+    once, as its retries did not fail (not counted by the breaker), not its last error after every retry's sleep."""
+    config = JudgeConfig(provider="groq", model=model, base_url=fake.url, rpm=None, tpm=None)
+    retry = RetryPolicy(attempts=3, backoff_initial_s=30.0, backoff_max_s=30.0)
+    client = build_client(rclient, "t-judge-retry-deadline", config, retry=retry)
+    messages, params = [{"role": "user", "content": "[[fault=500:5]]"}], CompletionParams(temperature=0.0, max_tokens=8)
+    with pytest.raises(JudgeTimeUp):
+        client.complete(messages, params, template_version="v", deadline=time.monotonic() + 20)
+    assert fake.stats()["requests"] == 1  # its one try: the next would begin 30 s on, past the deadline
+    assert client.state.read()["failures"] == 0 and not client.state.stop_reason()
