@@ -5,7 +5,8 @@
     cache hit? -> reply (no call, no key needed)
     no key set? -> MissingKeyError
     breaker open or budget reached? -> JudgeStopped
-    a slot of judge.max_in_flight, when set   (every worker's calls in flight, bounded by max_wait_s)
+    a slot of judge.max_in_flight, when set   (every worker's calls in flight, bounded by max_wait_s and, within
+                                                about a second, by the task's ``deadline`` -> JudgeTimeUp)
     limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
                                                 breaker ends the wait -> JudgeStopped; one seen on admission
                                                 gives the admission back: a call not sent holds no window; a wait
@@ -29,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 from tenacity.stop import stop_base
@@ -190,7 +192,8 @@ class JudgeClient:
             # stopped then is not sent, and the limiter takes its request and tokens back out of the shared window.
             # A wait of a second or more is noted for the run (``ragscore status``, the live progress): waiting on the
             # limit or for a slot of max_in_flight, not stalled.
-            held = self.in_flight.slot(self._check_stopped, self.state.note_wait) if self.in_flight else nullcontext()
+            check = partial(self._check_in_time, deadline)  # a wait for a slot ends at the deadline too
+            held = self.in_flight.slot(check, self.state.note_wait) if self.in_flight else nullcontext()
             with held as slot:  # judge.max_in_flight
                 grant = self._admitted(estimate, deadline)
                 if slot is not None:  # still held after the limiter's wait, or taken again: never sent over the cap
@@ -244,6 +247,12 @@ class JudgeClient:
 
     def _time_up(self) -> JudgeTimeUp:
         return JudgeTimeUp(time_limit_error(Queue.JUDGE.value), provider=self.provider.name)
+
+    def _check_in_time(self, deadline: float | None) -> None:
+        """:meth:`_check_stopped`, and JudgeTimeUp once ``deadline`` has passed."""
+        if left_s(deadline) <= 0:
+            raise self._time_up()
+        self._check_stopped()
 
     def _check_stopped(self) -> None:
         """Raise JudgeStopped once the run was cancelled or its breaker opened (read while a call waits)."""
