@@ -71,11 +71,19 @@ class Outcome:
     figures: dict[str, Any] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)
     error: bool = False
+    #: The task's time limit came before the point ran (``note``: the limit's error): its item records that error
+    #: alone, as a judge metric's item cut so does, and a resume runs it again.
+    cut: bool = False
 
     @classmethod
     def failed_to_run(cls, note: str, figures: dict[str, Any] | None = None) -> Outcome:
         """The point could not be evaluated (not the answer's fault): an ``error`` point."""
         return cls(False, note, figures or {}, error=True)
+
+    @classmethod
+    def time_up(cls, error: str) -> Outcome:
+        """The point the task's time limit stopped (its judge not asked, or not waited for): ``error`` the limit's."""
+        return cls(False, error, error=True, cut=True)
 
 
 @dataclass(frozen=True)

@@ -573,6 +573,9 @@ def checks(rows: list[Row], params: ChecksParams, ctx: RunContext) -> list[Metri
             where.append(i)
     external = _external_outcomes(prepared, ctx)
     for i, (row, parsed), ext in zip(where, prepared, external, strict=True):
+        if cut := next((o.note for o in ext.values() if o.cut), None):  # the task's time limit, as judge metrics say
+            results[i] = MetricResult.failed(cut)
+            continue
         try:
             results[i] = summarize_points(evaluate_points(parsed, row, row.answer or "", external=ext))
         except PointSpecError as exc:

@@ -14,7 +14,8 @@ The meta point passes when at least ``pass_share`` of the kept points pass (a ju
 proposes no point: passes, nothing was called for). A judge error, a stopped judge (budget, circuit breaker)
 or a reply with no JSON is an ``error`` point with the reason in the note: the answer is not at fault, so a
 scored meta point then gives the item an error rather than a score. Make it ``informational`` to report the
-extra points without scoring them.
+extra points without scoring them. A point its judge task's time limit cut gives the item that limit's error,
+informational or not, as every judge metric's item so cut: a resume asks again.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ def _validate(proposals: list[Any], params: MetaEvalParams) -> tuple[list[dict[s
 def _outcome(verdict: Verdict, inp: PointInput, params: MetaEvalParams) -> Outcome:
     from .checks import evaluate_points, parse_points
 
+    if verdict.cut:
+        return Outcome.time_up(str(verdict.error))
     if verdict.value is None:
         why = verdict.stopped or verdict.error or f"no JSON points in {verdict.calls} replies"
         return Outcome.failed_to_run(f"meta_eval: {why}", {"reply": verdict.reply})

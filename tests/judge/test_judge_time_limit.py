@@ -17,13 +17,18 @@ import redis
 
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.limits import QUEUE_LIMITS
+from ragscore_workers.limits import QUEUE_LIMITS, time_limit_error
+from ragscore_workers.metrics._judge_text import ANSWER_ACCURACY
+from ragscore_workers.metrics.judge_metrics import Verdict, combine
+from ragscore_workers.metrics.registry import RunContext, parse_spec
 from ragscore_workers.providers import CompletionParams, JudgeTimeUp, RetryPolicy, build_client
-from ragscore_workers.schemas import JudgeConfig
+from ragscore_workers.schemas import JudgeConfig, MetricResult, MetricSpec, Row
+from ragscore_workers.scoring import score_rows
 from ragscore_workers.store import RunState
 
 from ..fakes import FakeProvider
-from ..support import ROOT, RedisProcess, short_limit_worker, write_jsonl
+from ..support import ROOT, RedisProcess, short_limit_worker, until, write_jsonl
+from .conftest import judge_suite
 
 #: Items of the one chunk: two judge calls each, one at a time, a second a call: far more than its soft limit lets it.
 N = 6
@@ -55,6 +60,9 @@ def test_a_judge_chunk_past_its_soft_time_limit_stops_there_and_a_resume_judges_
         first = wait(store, sub.run_id, timeout_s=300)
         scores = {raw.meta["id"]: raw.metrics["answer_accuracy"] for raw in store.iter_raw_items(sub.run_id)}
         sent_first = len(fake.prompts)
+        counted_first = store.progress(sub.run_id)
+        # the call in flight at the cut ends in the worker's thread, its reply cached, before the resume asks again
+        assert until(lambda: fake.in_flight == 0, 30)
         fake.latency_s = 0.0  # the judge is quick again: the resume's chunk ends well within its limit
         cmd = [sys.executable, "-m", "orchestrator.cli", "resume", sub.run_id, "--broker", redis_server.url,
                "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
@@ -71,11 +79,14 @@ def test_a_judge_chunk_past_its_soft_time_limit_stops_there_and_a_resume_judges_
     assert sent_first < 2 * N, fake.prompts  # a call not started by then was never made
     accuracy = first.metrics["answer_accuracy"]
     assert (accuracy.errors, accuracy.n) == (len(cut), len(judged)), accuracy  # the run reports them
+    assert (counted_first["done"], counted_first.get("errors", 0)) == (N, len(cut)), counted_first  # each once
     assert done.returncode == 0, done.stderr[-3000:]
     # the resume judges those again, not one judged; no call is paid twice (the one in flight at the cut: cached)
     assert Counter(fake.prompts) == Counter({p: 1 for p in fake.prompts}) and len(fake.prompts) == 2 * N, fake.prompts
     resumed = json.loads((tmp_path / "out" / "summary.json").read_text())["metrics"]["answer_accuracy"]
     assert (resumed["n"], resumed["errors"], resumed["mean"]) == (N, 0, 1.0), resumed
+    counted = store.progress(sub.run_id)
+    assert (counted["done"], counted.get("errors", 0), counted.get("redo", 0)) == (N, 0, 0), counted
 
 
 @pytest.mark.serial  # timed: the deadline, not max_wait_s (600 s), bounds the wait
@@ -130,3 +141,37 @@ def test_a_call_waiting_for_a_max_in_flight_slot_stops_at_its_tasks_deadline(
         client.complete(messages, params, template_version="v", deadline=time.monotonic() + 2)
     assert fake.stats().get("requests", 0) == 0
     assert client.state.read()["failures"] == 0 and not client.state.stop_reason()
+
+
+META_POINT = {"id": "meta", "type": "meta_eval", "informational": True}
+
+
+@pytest.mark.parametrize(
+    ("metric", "outputs"),
+    [("answer_accuracy", ["answer_accuracy"]), ("context_relevance_judge", ["context_relevance_judge"]),
+     ("groundedness", ["groundedness"]), ("rubric_judge", ["rubric_judge", "rubric_judge_raw"]),
+     ("checks", ["checks"])],
+)  # fmt: skip
+def test_every_judge_metric_records_an_item_its_tasks_deadline_cut_as_the_time_limits_error(
+    metric: str, outputs: list[str], fake: FakeProvider, model: str, rclient: redis.Redis
+) -> None:
+    """Each judge metric (and a checks row's meta_eval point, informational too: the resume must ask it again) gives an
+    item whose judges the deadline stopped the time limit's error alone, as the prefork soft limit does: never a
+    score, an unscorable item nor a point's note."""
+    suite = judge_suite([metric], fake, model)
+    row = {"id": "q", "question": "Q?", "reference": "r", "answer": "a [[rating=4]]", "contexts": ["c"],
+           "checks": [{"id": "k", "type": "keyword", "params": {"keywords": ["a"]}}, META_POINT]}  # fmt: skip
+    ctx = RunContext(run_id="t-cut-" + model, suite=suite, redis=rclient, deadline=time.monotonic() - 1)
+    metrics = [parse_spec(MetricSpec.model_validate(spec)) for spec in suite.metrics]
+    (scores,) = score_rows([Row.model_validate(row)], metrics, ctx)
+    expected = MetricResult.failed(time_limit_error("judge")).model_dump(exclude={"ms"})
+    assert {o: scores[o].model_dump(exclude={"ms"}) for o in outputs} == dict.fromkeys(outputs, expected), scores
+    assert fake.stats().get("requests", 0) == 0
+
+
+def test_a_dual_judge_metric_never_keeps_one_judges_rating_where_the_deadline_cut_the_other() -> None:
+    """One judge rated, the other cut: the item is the time limit's error (a resume asks the cut judge, the rated one's
+    reply cached), not the one rating alone as after a judge's own error."""
+    result = combine([Verdict(value=4, calls=1, cached=False), Verdict.time_up()], ANSWER_ACCURACY)
+    expected = MetricResult.failed(time_limit_error("judge"))
+    assert result.model_dump(exclude={"ms"}) == expected.model_dump(exclude={"ms"}), result
