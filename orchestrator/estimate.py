@@ -561,7 +561,7 @@ def _retrieval_notes(resolved: ResolvedSuite, ids: RetrievalCheck | None) -> lis
     (not of targets that all return none, an LLM alone's: their rows' recall is unscorable, which is warned of)."""
     if ids is not None:
         return ids.notes()
-    return [FROM_TARGETS] if _scores_recall(resolved) and any(t.retrieves for t in resolved.targets) else []
+    return [FROM_TARGETS] if _scores_recall(resolved) and resolved.targets_retrieve else []
 
 
 def estimate_run(
@@ -596,7 +596,7 @@ def estimate_run(
     estimate.rows, estimate.failed_rows, estimate.first_failures = scan.rows, scan.failed, scan.failures_said()
     estimate.warnings = [
         *scan.warnings(resolved.filled_fields(), asked=bool(resolved.targets)),
-        *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen, scan.fields_empty),
+        *resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen, scan.fields_empty, scan.alone),
         *(ids.lines() if ids is not None else []),
     ]
     estimate.notes = _retrieval_notes(resolved, ids)

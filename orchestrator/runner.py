@@ -286,7 +286,7 @@ def submit(
             if scan.rows and (unseen := request_fields.error()):
                 raise ConfigError(f"{named.name}: {unseen}; nothing was submitted")
             # said before the rows are sent (a warnings filter may make one an error: a refusal too)
-            suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen, scan.fields_empty)
+            suited = resolved.pre_run_warnings(scan.fields_seen, scan.columns_seen, scan.fields_empty, scan.alone)
             for warning in [*scan.warnings(resolved.filled_fields(), caller, asked=bool(resolved.targets)), *suited]:
                 caller.warn(f"{named.name}: {warning}")
             spool.finish()  # its last shard planned and written: a full TMPDIR refuses the run before it exists

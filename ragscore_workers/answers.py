@@ -10,12 +10,16 @@ answer (an answered row's is the user's). A row answered by a target that return
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from .counts import agree, counted
 
 __all__ = [
     "LEGACY_TARGET_ERROR",
     "NO_RETRIEVAL",
     "TARGET_ERROR",
+    "AloneRows",
     "marked_unanswered",
     "unanswered_why",
     "without_mark",
@@ -29,6 +33,20 @@ TARGET_ERROR = "ragscore:target_error"
 NO_RETRIEVAL = "ragscore:no_retrieval"
 #: The ``metadata`` key older versions said it in.
 LEGACY_TARGET_ERROR = "target_error"
+
+
+@dataclass(frozen=True)
+class AloneRows:
+    """A dataset's rows marked :data:`NO_RETRIEVAL` (an LLM-alone target run's answers.jsonl, scored again without its
+    targets): how many, and whether every row is."""
+
+    rows: int = 0
+    every: bool = False
+
+    def said(self) -> tuple[str, str]:
+        """How the pre-run warning names these rows, and them again (``ResolvedSuite._alone_warning``)."""
+        return (f"{counted(self.rows, 'row')} {agree(self.rows, 'is', 'are')} marked {NO_RETRIEVAL!r} (answered by a "
+                "target that returns no contexts: an LLM alone, which retrieves nothing)", "them")  # fmt: skip
 
 
 def marked_unanswered(row: dict[str, Any], why: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from celery import chord
 from celery.canvas import Signature
 from pydantic import BaseModel
 
+from .answers import AloneRows
 from .app import QUEUE_LIMITS, app
 from .counts import agree, noun_names
 from .metrics.code_test import CodeTestParams, code_column_note
@@ -74,6 +75,16 @@ class ResolvedSuite:
         return self.suite.all_targets
 
     @property
+    def alone_targets(self) -> list[TargetConfig]:
+        """The targets that retrieve nothing (``TargetConfig.retrieves``: an LLM alone)."""
+        return [t for t in self.targets if not t.retrieves]
+
+    @property
+    def targets_retrieve(self) -> bool:
+        """Whether some target fills contexts or retrieved doc ids (``TargetConfig.retrieves``)."""
+        return any(t.retrieves for t in self.targets)
+
+    @property
     def judge_calls_countable(self) -> bool:
         """Its judge calls can be counted before the run, the reply cache's included: judge metrics and no targets
         (targets' answers, unknown until asked, leave no cached judge reply to find)."""
@@ -111,7 +122,9 @@ class ResolvedSuite:
         """A tracker of the fields the targets' requests read, for the dataset scan (empty without targets)."""
         return UnseenRequestFields({t.name: t.request for t in self.targets})
 
-    def absent_field_warnings(self, fields_seen: set[str], columns_seen: set[str], fields_empty: set[str]) -> list[str]:
+    def absent_field_warnings(
+        self, fields_seen: set[str], columns_seen: set[str], fields_empty: set[str], alone: AloneRows | None = None
+    ) -> list[str]:
         """A warning per metric that scores rows lacking a field (rather than leaving them unscorable) when no
         row of the dataset has that field: a column named otherwise (``context``, ``retrieved_docs``) would
         otherwise score every row as if retrieval had found nothing. And one per requirement of some metrics
@@ -119,12 +132,17 @@ class ResolvedSuite:
         would score nothing. A field the suite's targets fill (their ``response`` map names it) is no dataset column.
         ``columns_seen``: the dataset's columns that are no row field (a hint names one that holds code);
         ``fields_empty``: the fields some row gives but none with a value (every ``contexts`` empty: no misnamed
-        column). The retrieval fields that the rows of a target returning none lack are said once of it
-        (:meth:`_alone_warning`); where every target is such, not again as a column named otherwise."""
-        lacking = self._alone_lack(fields_seen)
-        alone = self._alone_warning(lacking)
-        fields_seen = self._with_filled(fields_seen) | (set() if any(t.retrieves for t in self.targets) else lacking)
-        return alone + [
+        column); ``alone``: the rows marked as an LLM alone's (:class:`AloneRows`). The retrieval fields that the
+        rows of a target returning none, or rows so marked, lack are said once of them (:meth:`_alone_warning`);
+        where every target or row is such, not again as a column named otherwise."""
+        marked = alone or AloneRows()
+        if self.targets:  # they answer every row anew: their response maps say what retrieves, not the marks
+            marked = AloneRows()
+        lacking = self._alone_lack(fields_seen, marked)
+        said = self._alone_warning(lacking, marked)
+        retrieving = self.targets_retrieve if self.targets else not marked.every
+        fields_seen = self._with_filled(fields_seen) | (set() if retrieving else lacking)
+        return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
@@ -135,30 +153,37 @@ class ResolvedSuite:
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
 
-    def _alone_lack(self, fields_seen: set[str]) -> set[str]:
+    def _alone_lack(self, fields_seen: set[str], marked: AloneRows) -> set[str]:
         """The retrieval fields the rows of the suite's targets that return none (``TargetConfig.retrieves``: an LLM
-        alone) lack, the dataset giving them no value: ``contexts`` with none (``[]`` is none: not seen),
-        ``retrieved_doc_ids`` absent (``[]`` says retrieval found nothing: recall 0). None without such a target."""
-        if all(t.retrieves for t in self.targets):
+        alone), or the rows ``marked`` so, lack, the dataset giving them no value: ``contexts`` with none (``[]`` is
+        none: not seen), ``retrieved_doc_ids`` absent (``[]`` says retrieval found nothing: recall 0). None without
+        such a target or row."""
+        if not self.alone_targets and not marked.rows:
             return set()
         return {f for f in RETRIEVAL_FIELDS if f not in fields_seen}
 
-    def _alone_warning(self, lacking: set[str]) -> list[str]:
-        """One warning naming the targets that return no contexts and the suite's metrics that will be unscorable for
-        their rows for lack of ``lacking`` (:meth:`_alone_lack`); none where no metric reads them."""
+    def _alone_warning(self, lacking: set[str], marked: AloneRows) -> list[str]:
+        """One warning naming the targets that return no contexts (or the rows ``marked`` as theirs) and the suite's
+        metrics that will be unscorable for their rows for lack of ``lacking`` (:meth:`_alone_lack`); none where no
+        metric reads them."""
         read = {m.name: lacking.intersection((*m.needs, *m.scores_without)) for m, _ in self.metrics}
         names = [name for name, fields in read.items() if fields]
         if not names:
             return []
         why = " or ".join(f"no {f}" for f in RETRIEVAL_FIELDS if any(f in fields for fields in read.values()))
-        alone = [t.system for t in self.targets if not t.retrieves]
+        said, theirs = marked.said() if marked.rows else self._alone_targets_said()
+        return [f"{said}: {', '.join(names)} will be unscorable for {theirs} ({why}; no failure where other metrics "
+                "score)"]  # fmt: skip
+
+    def _alone_targets_said(self) -> tuple[str, str]:
+        """How :meth:`_alone_warning` names the targets that return no contexts, and their rows."""
+        alone = [t.system for t in self.alone_targets]
         said = "the target" if None in alone else noun_names(alone, "target")  # unnamed: the suite's only one
         one = len(alone) == 1
-        return [f"{said} {'returns' if one else 'return'} no contexts ("
+        return (f"{said} {'returns' if one else 'return'} no contexts ("
                 f"{'its response map names' if one else 'their response maps name'} neither contexts nor "
                 f"retrieved_doc_ids: {'an LLM alone, which retrieves' if one else 'LLMs alone, which retrieve'} "
-                f"nothing): {', '.join(names)} will be unscorable for {'its' if one else 'their'} rows ({why}; no "
-                "failure where other metrics score)"]  # fmt: skip
+                "nothing)", f"{'its' if one else 'their'} rows")  # fmt: skip
 
     def scoreless(self, fields_seen: set[str]) -> list[str]:
         """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:
@@ -188,12 +213,15 @@ class ResolvedSuite:
                     needed.setdefault(fields, []).append(m.name)
         return needed
 
-    def pre_run_warnings(self, fields_seen: set[str], columns_seen: set[str], fields_empty: set[str]) -> list[str]:
+    def pre_run_warnings(
+        self, fields_seen: set[str], columns_seen: set[str], fields_empty: set[str], alone: AloneRows | None = None
+    ) -> list[str]:
         """What is probably wrong with the suite for this dataset (said before a run and by ``--dry-run``): the
         absent fields (:meth:`absent_field_warnings`), code_test with nothing to check but the exit code, and rows'
         ``checks`` no metric scores. ``columns_seen``: the dataset's columns that are no row field; ``fields_empty``:
-        the fields some row gives but none with a value (``DatasetScan.fields_empty``)."""
-        out = self.absent_field_warnings(fields_seen, columns_seen, fields_empty)
+        the fields some row gives but none with a value (``DatasetScan.fields_empty``); ``alone``: the rows marked as an
+        LLM alone's (``DatasetScan.alone``)."""
+        out = self.absent_field_warnings(fields_seen, columns_seen, fields_empty, alone)
         names = {m.name for m, _ in self.metrics}
         for _, params in self.metrics:
             if isinstance(params, CodeTestParams) and params.stdout is params.stdout_regex is params.test is None:

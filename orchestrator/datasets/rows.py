@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ragscore_workers.aggregate import repeated_values
-from ragscore_workers.answers import TARGET_ERROR
+from ragscore_workers.answers import TARGET_ERROR, AloneRows
 from ragscore_workers.counts import agree, and_more, counted, did_you_mean, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
@@ -275,8 +275,15 @@ class DatasetScan:
     #: Rows with their own top-level :data:`TARGET_ERROR` (an earlier target run's answers.jsonl), which a suite's
     #: targets drop: they answer the question anew.
     target_marks: int = 0
+    #: Rows marked :data:`NO_RETRIEVAL` (an LLM-alone target run's answers.jsonl): their system retrieves nothing.
+    alone_rows: int = 0
     #: How its messages name the dataset and its rows (a JSON list's by their place in it, an object's by key).
     named: Named = field(default_factory=lambda: Named(""))
+
+    @property
+    def alone(self) -> AloneRows:
+        """The rows marked as an LLM alone's, for the pre-run warnings (``ResolvedSuite.pre_run_warnings``)."""
+        return AloneRows(self.alone_rows, every=self.rows > 0 and self.alone_rows == self.rows)
 
     @property
     def fields_empty(self) -> set[str]:
@@ -543,6 +550,7 @@ def scan_dataset(
         scan.fields_seen |= {f for f in given if _seen(row, f)}
         if row.model_extra:
             scan.target_marks += TARGET_ERROR in row.model_extra
+            scan.alone_rows += row.answered_alone
             _note_near_misses(row, scan.near_misses)
             _note_columns(row, scan.columns_seen)
         if on_row is not None:

@@ -22,7 +22,7 @@ from ragscore_workers.errors import ConfigError, DatasetWarning
 
 from ..fakes import FakeRag
 from ..fakes.fake_rag import questions
-from ..support import ROOT, RedisProcess, WorkerProcess, closed_port
+from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -360,8 +360,6 @@ def test_a_resumes_progress_counts_the_answers_and_outputs_it_asks_again_as_not_
     from orchestrator.suite import load_suite
     from ragscore_workers.store import RunState
 
-    from ..support import write_jsonl
-
     server = RedisProcess(tmp_path / "redis").start()
     workers = [WorkerProcess(server.url, queue, tmp_path / "w", concurrency=1) for queue in ("target", "cpu")]
     try:
@@ -667,3 +665,42 @@ def test_a_target_returning_no_contexts_is_an_llm_alone_said_once_and_not_flagge
     answers = [json.loads(x) for x in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
     assert {a["system"]: a.get(NO_RETRIEVAL) for a in answers} == {"llm": True, "rag": None}
     assert not [a for a in answers if a["system"] == "llm" and "retrieved_doc_ids" in a], "no claim of a retrieval"
+
+
+def _ragscore_run(dataset: Path, suite: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``ragscore run`` embedded (no broker), its stderr read."""
+    cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(dataset), "--suite", str(suite), "--out", str(out),
+           "--quiet", *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+
+
+def test_ragscore_run_of_an_llm_alone_and_its_answers_rescored_say_once_what_is_unscorable(
+    home: Path, tmp_path: Path
+) -> None:
+    """``ragscore run`` of a target that returns no contexts (an LLM alone) says before the run, once, which metrics
+    are unscorable for its rows (no test ran the CLI's path: the dry run's and evaluate()'s share it). Its
+    answers.jsonl re-scored with --no-target (rows marked NO_RETRIEVAL) warned that no row has 'retrieved_doc_ids',
+    which recall_at_k scores as absent (a column named otherwise?), though those rows are unscorable by design: it now
+    says that once instead, as the target run does, and scores them so."""
+    recall = {"name": "recall_at_k", "params": {"k": [1]}}
+    with FakeRag() as rag:
+        target = {"system": "llm", "url": rag.url("llm"), "response": {"answer": "answer", "contexts": None}}
+        suite = _write_suite(tmp_path, {"metrics": [recall, "exact_match"], "target": target})
+        first = _ragscore_run(write_jsonl(tmp_path / "q.jsonl", questions(N)), suite, tmp_path / "first")
+    assert first.returncode == 0, first.stderr[-2000:]
+    said = " ".join(first.stderr.split())
+    alone = (
+        "target 'llm' returns no contexts (its response map names neither contexts nor retrieved_doc_ids: an LLM "
+        "alone, which retrieves nothing): recall_at_k will be unscorable for its rows (no retrieved_doc_ids"
+    )
+    assert said.count(alone) == 1 and "'retrieved_doc_ids'" not in said, said
+
+    rescored = _ragscore_run(tmp_path / "first" / "answers.jsonl", suite, tmp_path / "rescore", "--no-target")
+    assert rescored.returncode == 0, rescored.stderr[-2000:]
+    said = " ".join(rescored.stderr.split())
+    marked = (f"{N} rows are marked {NO_RETRIEVAL!r} (answered by a target that returns no contexts: an LLM alone, "
+              "which retrieves nothing): recall_at_k will be unscorable for them (no retrieved_doc_ids; no failure "
+              "where other metrics score)")  # fmt: skip
+    assert said.count(marked) == 1 and "'retrieved_doc_ids'" not in said, said
+    items = [json.loads(line) for line in (tmp_path / "rescore" / "items.jsonl").read_text().splitlines()]
+    assert [i["metrics"]["recall_at_1"]["details"]["reason"] for i in items] == ["no retrieved_doc_ids"] * N
