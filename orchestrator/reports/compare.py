@@ -205,6 +205,8 @@ class Comparison:
     #: lack by design (``no contexts``: an LLM alone on the context metrics): "no scored rows" too, but not comparable,
     #: so not gated.
     inapplicable: dict[str, list[str]] = field(default_factory=dict)
+    #: Per output of :attr:`inapplicable`: the reasons its items give (``no contexts``, ``no retrieved_doc_ids``).
+    lacks: dict[str, list[str]] = field(default_factory=dict)
 
     def shown(self) -> list[Difference]:
         """The differences the tables show and ``--fail-on-worse`` gates: not those of an output one side's suite has
@@ -242,6 +244,15 @@ class _Scores:
         self.unscorable: Counter[tuple[int, str]] = Counter()
         #: (arm, output) -> of those, items that lack a field a system may lack by design (``no contexts``)
         self.by_design: Counter[tuple[int, str]] = Counter()
+        #: output -> the reasons of its items that lack a field by design (``no contexts``, ``no retrieved_doc_ids``)
+        self.lacks: dict[str, set[str]] = {}
+
+    def unscorable_as(self, arm: int, output: str, reason: Any) -> None:
+        """Count an item of ``arm`` whose ``output`` is unscorable for ``reason`` (by design or not)."""
+        self.unscorable[arm, output] += 1
+        if reason in BY_DESIGN_REASONS:
+            self.by_design[arm, output] += 1
+            self.lacks.setdefault(output, set()).add(reason)
 
     def set_question(self, arm: int, qid: str, sha: str) -> None:
         """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
@@ -431,8 +442,7 @@ def collect(runs: Sequence[RunData]) -> tuple[_Scores, list[str], list[str]]:
                 elif result.get("score") is not None:
                     scores.set(arm, str(item.meta["id"]), name, float(result["score"]))
                 else:
-                    scores.unscorable[arm, name] += 1
-                    scores.by_design[arm, name] += (result.get("details") or {}).get("reason") in BY_DESIGN_REASONS
+                    scores.unscorable_as(arm, name, (result.get("details") or {}).get("reason"))
             if isinstance(sha := item.meta.get("question_sha"), str):
                 scores.set_question(arm, str(item.meta["id"]), sha)
     return scores, _labels(runs, scores.arms), list(outputs)
@@ -514,11 +524,19 @@ def unscored_text(c: Comparison) -> str:
         for arms, names in _by_arms(c.unscorable)
     ]
     parts += [
-        f"no scored rows in {', '.join(arms)}: {', '.join(names)} (its rows have no contexts, as a system that "
-        "retrieves nothing: not comparable, so --fail-on-worse leaves it out)"
-        for arms, names in _by_arms(c.inapplicable)
-    ]
+        f"no scored rows in {', '.join(arms)}: {', '.join(names)} (its rows have {why}, as a system that retrieves "
+        "nothing: not comparable, so --fail-on-worse leaves it out)"
+        for why, per in _by_lack(c).items() for arms, names in _by_arms(per)
+    ]  # fmt: skip
     return "; ".join(parts)
+
+
+def _by_lack(c: Comparison) -> dict[str, dict[str, list[str]]]:
+    """:attr:`Comparison.inapplicable` by what its outputs' rows lack (``no contexts``, ``no retrieved_doc_ids``)."""
+    by_lack: dict[str, dict[str, list[str]]] = {}
+    for name, arms in c.inapplicable.items():
+        by_lack.setdefault(" or ".join(c.lacks[name]), {})[name] = arms
+    return by_lack
 
 
 def _by_arms(per: dict[str, list[str]]) -> list[tuple[list[str], list[str]]]:
@@ -644,7 +662,8 @@ def compare(
     comparison = Comparison(arms, outputs, means, counts, differences, win_rows, seed=seed, mismatched=mismatch.said,
                             unchecked=unchecked, unpaired=unpaired, errors=errors,
                             bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone,
-                            unscored=unscored, unscorable=unscorable, inapplicable=inapplicable)  # fmt: skip
+                            unscored=unscored, unscorable=unscorable, inapplicable=inapplicable,
+                            lacks={name: sorted(scores.lacks[name]) for name in inapplicable})  # fmt: skip
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):

@@ -510,6 +510,32 @@ def test_a_system_without_contexts_one_of_whose_items_errored_still_fails_the_ga
         "not compared: no scored rows in llm (its items errored or were unscorable: see the notes above)"]  # fmt: skip
 
 
+def test_a_systems_recall_unscorable_by_design_is_said_to_lack_retrieved_ids_not_contexts() -> None:
+    """An LLM alone's recall is unscorable for lack of retrieved ids (``no retrieved_doc_ids``), its rows keeping the
+    dataset's contexts: the note said its rows have no contexts. It says what they lack, each output's own."""
+    import dataclasses
+
+    from orchestrator.reports.compare import unscored_text
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def unscorable(reason: str) -> dict[str, Any]:
+        return {"score": None, "error": None, "details": {"reason": reason}}
+
+    rag = _run("rag", [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(4)], ("exact_match", "mrr", "verbatim"))
+    ids = _run(
+        "llm", [(f"q{i}", sha(f"Q{i}?"), unscorable("no retrieved_doc_ids")) for i in range(4)], ("mrr", "verbatim")
+    )
+    scored = {"exact_match": {"score": 1.0, "error": None}, "verbatim": unscorable("no contexts")}
+    items = [dataclasses.replace(i, metrics={**i.metrics, **scored}) for i in ids.items()]
+    llm = dataclasses.replace(ids, items=lambda: iter(items))
+    result = compare([rag, llm])
+    assert result.inapplicable == {"mrr": ["llm"], "verbatim": ["llm"]}, result.inapplicable
+    said = " ".join(unscored_text(result).split())
+    assert ("no scored rows in llm: mrr (its rows have no retrieved_doc_ids, as a system that retrieves nothing: not "
+            "comparable, so --fail-on-worse leaves it out)") in said, said  # fmt: skip
+    assert "no scored rows in llm: verbatim (its rows have no contexts, as a system that retrieves nothing" in said
+
+
 def test_a_system_compared_with_nothing_that_scored_no_item_of_an_output_is_said_why() -> None:
     """Compared by system, a system without a namesake is shown, its cell of the means "no scored rows", but the notes
     said why only of the compared systems: not that its rows have no contexts (an LLM alone) or were all unscorable."""
