@@ -600,6 +600,6 @@ def estimate_run(
         *(ids.lines() if ids is not None else []),
     ]
     estimate.notes = _retrieval_notes(resolved, ids)
-    estimate.scoreless = resolved.scoreless(scan.fields_seen) if scan.rows else []
+    estimate.scoreless = resolved.scoreless(scan.fields_seen, scan.alone) if scan.rows else []
     estimate.items = scan.rows * max(1, len(resolved.targets))
     return estimate

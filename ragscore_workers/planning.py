@@ -46,6 +46,10 @@ __all__ = [
     "shards",
 ]
 
+#: The row fields an LLM alone's rows lack by design (``ResolvedSuite._alone_lack``): its retrieval's, and what cites
+#: the sources it retrieved none of (a quote, ``verbatim``: ``no contexts``; sentence ids, ``citation`` and
+#: ``evidence_overlap``: ``NO_EVIDENCE``).
+ALONE_LACKS = (*RETRIEVAL_FIELDS, "citations", "evidence_sentences")
 #: Scoring queues in the order runs list them (the target stage first).
 QUEUE_ORDER = ("target", "cpu", "embed", "judge", "code")
 #: Questions per task message: big on cheap queues (fewer messages), small where one item is slow
@@ -135,13 +139,9 @@ class ResolvedSuite:
         column); ``alone``: the rows marked as an LLM alone's (:class:`AloneRows`). The retrieval fields that the
         rows of a target returning none, or rows so marked, lack are said once of them (:meth:`_alone_warning`);
         where every target or row is such, not again as a column named otherwise."""
-        marked = alone or AloneRows()
-        if self.targets:  # they answer every row anew: their response maps say what retrieves, not the marks
-            marked = AloneRows()
-        lacking = self._alone_lack(fields_seen, marked)
-        said = self._alone_warning(lacking, marked)
-        retrieving = self.targets_retrieve if self.targets else not marked.every
-        fields_seen = self._with_filled(fields_seen) | (set() if retrieving else lacking)
+        marked = self._marked(alone)
+        said = self._alone_warning(self._alone_lack(fields_seen, marked), marked)
+        fields_seen = self._with_filled(fields_seen) | self._by_design(fields_seen, alone)
         return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
@@ -153,14 +153,27 @@ class ResolvedSuite:
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
 
+    def _marked(self, alone: AloneRows | None) -> AloneRows:
+        """The rows marked as an LLM alone's that count: none where the suite has targets, which answer every row anew
+        (their response maps say what retrieves, not the marks)."""
+        return AloneRows() if self.targets or alone is None else alone
+
+    def _by_design(self, fields_seen: set[str], alone: AloneRows | None) -> set[str]:
+        """The fields every row lacks by design (:meth:`_alone_lack`) where every target, or every row (``alone``:
+        those marked, without targets), is an LLM alone's; none otherwise."""
+        marked = self._marked(alone)
+        every = not self.targets_retrieve if self.targets else marked.every
+        return self._alone_lack(fields_seen, marked) if every else set()
+
     def _alone_lack(self, fields_seen: set[str], marked: AloneRows) -> set[str]:
-        """The retrieval fields the rows of the suite's targets that return none (``TargetConfig.retrieves``: an LLM
-        alone), or the rows ``marked`` so, lack, the dataset giving them no value: ``contexts`` with none (``[]`` is
-        none: not seen), ``retrieved_doc_ids`` absent (``[]`` says retrieval found nothing: recall 0). None without
-        such a target or row."""
+        """The fields (``ALONE_LACKS``) the rows of the suite's targets that return none (``TargetConfig.retrieves``:
+        an LLM alone), or the rows ``marked`` so, lack, neither the dataset nor such a target giving them a value:
+        ``contexts`` with none (``[]`` is none: not seen), ``retrieved_doc_ids`` absent (``[]`` says retrieval found
+        nothing: recall 0), ``citations`` or ``evidence_sentences`` absent. None without such a target or row."""
         if not self.alone_targets and not marked.rows:
             return set()
-        return {f for f in RETRIEVAL_FIELDS if f not in fields_seen}
+        filled = _filled_by(self.alone_targets)
+        return {f for f in ALONE_LACKS if f not in fields_seen and f not in filled}
 
     def _alone_warning(self, lacking: set[str], marked: AloneRows) -> list[str]:
         """One warning naming the targets that return no contexts (or the rows ``marked`` as theirs) and the suite's
@@ -170,7 +183,7 @@ class ResolvedSuite:
         names = [name for name, fields in read.items() if fields]
         if not names:
             return []
-        why = " or ".join(f"no {f}" for f in RETRIEVAL_FIELDS if any(f in fields for fields in read.values()))
+        why = " or ".join(f"no {f}" for f in ALONE_LACKS if any(f in fields for fields in read.values()))
         said, theirs = marked.said() if marked.rows else self._alone_targets_said()
         return [f"{said}: {', '.join(names)} will be unscorable for {theirs} ({why}; no failure where other metrics "
                 "score)"]  # fmt: skip
@@ -185,15 +198,18 @@ class ResolvedSuite:
                 f"retrieved_doc_ids: {'an LLM alone, which retrieves' if one else 'LLMs alone, which retrieve'} "
                 "nothing)", f"{'its' if one else 'their'} rows")  # fmt: skip
 
-    def scoreless(self, fields_seen: set[str]) -> list[str]:
+    def scoreless(self, fields_seen: set[str], alone: AloneRows | None = None) -> list[str]:
         """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:
         the run exits 1, see ``gates.incomplete``); not one that lacks only fields a system may lack by design
-        (``OPTIONAL_FIELDS``: context metrics of an LLM alone), unless no metric of the suite would score."""
+        (``OPTIONAL_FIELDS``: context metrics of an LLM alone; those every row lacks as an LLM alone's,
+        :meth:`_by_design`: ``citation`` of its rows), unless no metric of the suite would score."""
         absent = self._absent_needs(self._with_filled(fields_seen))
         unscored = [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
         if len(unscored) == len(self.metrics):  # the run would score nothing at all: no result to pass
             return unscored
-        failing = {name for fields, names in absent.items() if not _optional(fields) for name in names}
+        by_design = self._by_design(fields_seen, alone)
+        failing = {name for fields, names in absent.items() if not (_optional(fields) or by_design.issuperset(fields))
+                   for name in names}  # fmt: skip
         return [name for name in unscored if name in failing]
 
     def _with_filled(self, fields_seen: set[str]) -> set[str]:
@@ -202,7 +218,7 @@ class ResolvedSuite:
 
     def filled_fields(self) -> set[str]:
         """The row fields the suite's targets fill (their ``response`` map names it): no dataset column."""
-        return {f for t in self.targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
+        return _filled_by(self.targets)
 
     def _absent_needs(self, fields_seen: set[str]) -> dict[tuple[str, ...], list[str]]:
         """Requirement no row meets (``MetricDef.requirements``: none of its fields seen) -> the metrics with it."""
@@ -235,6 +251,11 @@ class ResolvedSuite:
         """Item key -> the metrics to run again, from item key -> the outputs the store lacks."""
         outputs = self.scoring_outputs()
         return {key: {m for m, outs in outputs.items() if lacks & set(outs)} for key, lacks in missing.items()}
+
+
+def _filled_by(targets: list[TargetConfig]) -> set[str]:
+    """The row fields ``targets`` fill (their ``response`` map names it)."""
+    return {f for t in targets for f in TARGET_FIELDS if getattr(t.response, f) is not None}
 
 
 def _optional(fields: tuple[str, ...]) -> bool:

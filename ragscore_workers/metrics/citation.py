@@ -5,7 +5,8 @@ surrounding whitespace ignored, duplicates counted once):
 
 * precision = |G ∩ P| / |P|, recall = |G ∩ P| / |G|, F1 = 2·p·r / (p + r) (0 when p + r = 0);
 * a row without gold evidence (field absent or empty) is unscorable: there is nothing to find;
-* an empty prediction scores 0 on all three; an absent ``evidence_sentences`` field is unscorable.
+* an empty prediction scores 0 on all three; an absent ``evidence_sentences`` field is unscorable
+  (:func:`no_evidence`: by design, ``no evidence_sentences``, in a row an LLM alone answered).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..schemas import MetricResult, Queue, Row
-from .registry import NoParams, register
+from .registry import NO_EVIDENCE, NoParams, register
 
-__all__ = ["CITATION_OUTPUTS", "citation", "id_set", "prf"]
+__all__ = ["CITATION_OUTPUTS", "citation", "id_set", "no_evidence", "prf"]
 
 CITATION_OUTPUTS = ["citation_precision", "citation_recall", "citation_f1"]
 
@@ -23,6 +24,12 @@ CITATION_OUTPUTS = ["citation_precision", "citation_recall", "citation_f1"]
 def id_set(ids: Iterable[str]) -> set[str]:
     """Sentence IDs as a set of stripped strings, blanks dropped."""
     return {s for s in (str(i).strip() for i in ids) if s}
+
+
+def no_evidence(row: Row) -> MetricResult:
+    """A row without ``evidence_sentences``, unscorable: by design where an LLM alone answered it
+    (``Row.answered_alone``: it retrieved no document whose sentences it could name), else for lack of them."""
+    return MetricResult.unscorable(NO_EVIDENCE if row.answered_alone else f"{NO_EVIDENCE} (predicted sentence IDs)")
 
 
 def prf(gold: set[str], predicted: set[str]) -> tuple[float, float, float]:
@@ -43,8 +50,7 @@ def citation(row: Row, params: NoParams) -> dict[str, MetricResult]:
         reason = MetricResult.unscorable("no gold_evidence_sentences")
         return dict.fromkeys(CITATION_OUTPUTS, reason)
     if row.evidence_sentences is None:
-        reason = MetricResult.unscorable("no evidence_sentences (predicted sentence IDs)")
-        return dict.fromkeys(CITATION_OUTPUTS, reason)
+        return dict.fromkeys(CITATION_OUTPUTS, no_evidence(row))
     predicted = id_set(row.evidence_sentences)
     scores = prf(gold, predicted)
     details = {

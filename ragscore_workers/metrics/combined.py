@@ -2,7 +2,8 @@
 
 A derived metric: computed per item during aggregation from the stored outputs of the same suite's
 ``rubric_judge`` and ``evidence_overlap``. Either input unscorable or failed -> ``combined`` unscorable
-with the reason (the seed framework averaged only questions with both scores); an input the run stopped (the
+with the reason (the seed framework averaged only questions with both scores), an input's own where it lacks a field by
+design (``BY_DESIGN_REASONS``: an LLM alone's ``no evidence_sentences``); an input the run stopped (the
 judge's breaker or budget, a cancel) makes ``combined`` stopped too, so the summary counts it as such. An input
 of weight 0 (λ = 0 or 1) is not needed: ``combined`` with λ = 1 is the judge's score wherever it has one.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from ..schemas import MetricResult, Queue
-from .registry import register
+from .registry import BY_DESIGN_REASONS, register
 
 INPUTS = ("rubric_judge", "evidence_overlap")
 
@@ -38,6 +39,8 @@ def combined(outputs: dict[str, MetricResult], params: CombinedParams) -> Metric
             why = "missing" if result is None else (result.error or result.details.get("reason", "unscorable"))
             if result is not None and result.details.get("stopped"):
                 return MetricResult.stopped(f"{name} has no score ({why})")
+            if why in BY_DESIGN_REASONS:  # as its input, by design: no gate fails it
+                return MetricResult.unscorable(why, input=name)
             return MetricResult.unscorable(f"{name} has no score ({why})")
     scores = {name: outputs[name].score for name in INPUTS if weights[name] != 0}
     total = sum(weights[name] * score for name, score in scores.items() if score is not None)

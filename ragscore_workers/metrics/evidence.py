@@ -9,7 +9,8 @@ The text comes from the row's ``sentences`` map, else, with ``corpus_dir`` set, 
 2. no gold words (the IDs name no text): 1.0 if no predicted words, else 0.0;
 3. no document text at all: fall back to |G ∩ P| / |G| on the IDs themselves.
 
-An absent ``gold_evidence_sentences`` or ``evidence_sentences`` field is unscorable.
+An absent ``gold_evidence_sentences`` or ``evidence_sentences`` field is unscorable (the latter by design in a row an
+LLM alone answered, ``citation.no_evidence``).
 
 Param ``tokenizer`` (ragscore's, opt-in): ``whitespace`` (default) is the seed's ``text.lower().split()``, so a
 sentence of Chinese or Japanese, written without spaces, is one token; ``unicode`` (:func:`unicode_words`) takes
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..schemas import MetricResult, Queue, Row
 from ._corpus import corpus_sentences
-from .citation import id_set
+from .citation import id_set, no_evidence
 from .registry import register, unset_means
 
 __all__ = ["EvidenceParams", "evidence_overlap", "overlap_score", "unicode_words", "words_of"]
@@ -157,7 +158,7 @@ def evidence_overlap(row: Row, params: EvidenceParams) -> MetricResult:
     if row.gold_evidence_sentences is None:
         return MetricResult.unscorable("no gold_evidence_sentences")
     if row.evidence_sentences is None:
-        return MetricResult.unscorable("no evidence_sentences (predicted sentence IDs)")
+        return no_evidence(row)
     gold, predicted = id_set(row.gold_evidence_sentences), id_set(row.evidence_sentences)
     sentences, source = _document(row, params) if gold else (None, "none")
     score, details = overlap_score(gold, predicted, sentences, params.tokenizer)

@@ -3,7 +3,8 @@
 Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts`` (no context with text, unless the row
 says it retrieved nothing, ``Row.retrieved_nothing``, or a target that returns no contexts answered it,
 ``Row.answered_alone``: an LLM alone's, by design); ``no_citation`` (no match of
-``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``); ``fallback_phrase`` (one of ``fallback_phrases``,
+``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``; not of a row an LLM alone answered, which has no
+source to cite); ``fallback_phrase`` (one of ``fallback_phrases``,
 case-insensitive, or a match of ``fallback_pattern``: by default a source that does not provide the information, or
 information that is not enough);
 ``list_not_formatted`` (a list-style question answered with fewer than two bullet or numbered lines);
@@ -92,9 +93,10 @@ def _is_fallback(folded: str, params: QualityParams) -> bool:
     return bool(params.fallback_pattern) and bool(bounded_regex(params.fallback_pattern, re.IGNORECASE).search(folded))
 
 
-def _answer_issues(answer: str, question: str | None, params: QualityParams) -> list[str]:
+def _answer_issues(answer: str, question: str | None, params: QualityParams, *, cites: bool) -> list[str]:
+    """The issues of a non-empty answer; ``no_citation`` only where it ``cites`` (it had a source to cite)."""
     issues = []
-    if not bounded_regex(params.citation_pattern).search(answer):
+    if cites and not bounded_regex(params.citation_pattern).search(answer):
         issues.append("no_citation")
     if _is_fallback(_fold(answer), params):
         issues.append("fallback_phrase")
@@ -117,7 +119,8 @@ def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     if not row.has_contexts and not (row.retrieved_nothing or row.answered_alone):  # by design: an LLM alone
         issues.append("no_contexts")
     if row.answer.strip():
-        issues += _answer_issues(row.answer, row.question, params)
+        alone = row.answered_alone and not row.has_contexts  # an LLM alone's: no source to cite, by design
+        issues += _answer_issues(row.answer, row.question, params, cites=not alone)
     scores = [c.score for c in row.contexts if c.score is not None and math.isfinite(c.score)]
     if scores:
         details["mean_retrieval_score"] = sum(scores) / len(scores)

@@ -57,10 +57,13 @@ OPTIONAL_FIELDS = {"contexts": "a system that retrieves nothing, an LLM alone, h
 #: ``recall_at_k``'s reason for a row that a target returning no contexts nor doc ids answered without retrieved ids
 #: (``Row.answered_alone``: an LLM alone's, which retrieves nothing by design).
 NO_RETRIEVED_IDS = "no retrieved_doc_ids"
-#: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``, and
-#: :data:`NO_RETRIEVED_IDS`): the gates and ``ragscore compare`` do not fail an output every item of which is
-#: unscorable so.
-BY_DESIGN_REASONS = frozenset({*(f"no {field}" for field in OPTIONAL_FIELDS), NO_RETRIEVED_IDS})
+#: ``citation``'s and ``evidence_overlap``'s reason for such a row without ``evidence_sentences``: an LLM alone has
+#: retrieved no document whose sentences it could name.
+NO_EVIDENCE = "no evidence_sentences"
+#: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``,
+#: :data:`NO_RETRIEVED_IDS` and :data:`NO_EVIDENCE`): the gates and ``ragscore compare`` do not fail an output every
+#: item of which is unscorable so (nor ``combined`` of such an input, which gives its reason).
+BY_DESIGN_REASONS = frozenset({*(f"no {field}" for field in OPTIONAL_FIELDS), NO_RETRIEVED_IDS, NO_EVIDENCE})
 
 
 def higher_is_better(output: str) -> bool:

@@ -47,6 +47,8 @@ def _check(citation: Citation, contexts: list[str]) -> dict[str, Any]:
 @register("verbatim", Queue.CPU, needs=("citations", "contexts"))
 def verbatim(row: Row, params: NoParams) -> MetricResult:
     """Existence score: share of quoted citations found verbatim in the context they cite."""
+    if row.answered_alone and not row.has_contexts:  # an LLM alone's, by design: no source to quote, cited or not
+        return MetricResult.unscorable("no contexts")
     if not row.citations:
         return MetricResult.unscorable("no citations")
     if not row.has_contexts:  # nothing to look the quotes up in: the row lacks its contexts, the answer is not judged

@@ -635,6 +635,21 @@ def test_the_dry_run_says_once_which_metrics_a_target_returning_no_contexts_leav
     assert FROM_TARGETS not in said, "no retrieved ids to check after the run"
 
 
+def test_the_dry_run_of_an_llm_alone_with_citation_says_it_unscorable_by_design_not_a_failure(tmp_path: Path) -> None:
+    """citation of a target that returns no contexts (an LLM alone) whose rows have no evidence_sentences: the dry
+    run said no row has them, 'it will score no item', and exited 1, where the run leaves its rows unscorable by design
+    (no evidence_sentences: no failure). It names citation in the one warning of the LLM alone and exits 0."""
+    rows = [{"id": f"q{i}", "question": "q?", "gold_evidence_sentences": ["s1"]} for i in (1, 2)]
+    target = {"url": "http://127.0.0.1:9/ask", "response": {"answer": "answer", "contexts": None}}
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["quality_checks", "citation"], "target": target}))
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = " ".join(result.stdout.split())
+    line = ("an LLM alone, which retrieves nothing): citation will be unscorable for its rows (no evidence_sentences; "
+            "no failure where other metrics score)")  # fmt: skip
+    assert said.count(line) == 1 and "score no item" not in said, said
+
+
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
     """HumanEval rows with their tests in ``checks`` and a suite of ``code_test`` alone: ``return x - y`` scored 1.0
     (only the exit code counted; the checks were not scored) and nothing said so before the run."""

@@ -74,6 +74,15 @@ def test_no_contexts_spares_only_a_row_saying_it_retrieved_nothing(fields: dict[
     assert _run(**fields).details["issues"] == issues
 
 
+def test_an_llm_alones_answer_is_not_flagged_for_citing_no_source() -> None:
+    """A row a target returning no contexts answered (an LLM alone) has no source to cite: its answer without a [n]
+    marker was flagged no_citation, a 0 for what the system is. One that kept contexts (the dataset's) still is."""
+    assert _run(answer="Heavy rain.", contexts=[], **{NO_RETRIEVAL: True}).score == 1.0
+    cited = _run(answer="Heavy rain.", **{NO_RETRIEVAL: True})
+    assert cited.details["issues"] == ["no_citation"]
+    assert _run(answer="Heavy rain.", contexts=[]).details["issues"] == ["no_contexts", "no_citation"]
+
+
 @pytest.mark.parametrize("answer", ["Rain [1][2].", "Rain [1, 2].", "Rain [1,3].", "Rain [1-3].", "Rain [2–4]."])
 def test_a_bracket_citing_several_sources_is_a_citation(answer: str) -> None:
     assert _run(answer=answer).details["issues"] == []

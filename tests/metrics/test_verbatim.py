@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from ragscore_workers.metrics.registry import NoParams
+from ragscore_workers.answers import NO_RETRIEVAL
+from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, NoParams
 from ragscore_workers.metrics.verbatim import normalize_quotes, verbatim
 from ragscore_workers.schemas import MetricResult, Row
 
@@ -38,6 +39,16 @@ def test_no_citations_is_unscorable_not_zero() -> None:
 def test_citations_with_no_contexts_to_look_in_are_unscorable_not_zero() -> None:
     result = _run([{"source_index": 0, "quote": "river"}], contexts=[])
     assert result.score is None and result.error is None and result.details["reason"] == "no contexts"
+
+
+def test_an_llm_alones_row_without_citations_is_unscorable_by_design() -> None:
+    """A row a target returning no contexts answered (an LLM alone) has no source to quote: without citations it was
+    unscorable for 'no citations', which fails the run; it is 'no contexts', by design (BY_DESIGN_REASONS)."""
+    for citations in (None, [{"source_index": 0, "quote": "river"}]):
+        row = Row.model_validate({"id": "x", "citations": citations, NO_RETRIEVAL: True})
+        result = verbatim(row, NoParams())
+        assert result.score is None and result.details["reason"] == "no contexts"
+        assert result.details["reason"] in BY_DESIGN_REASONS
 
 
 def test_out_of_range_source_index_is_not_found_and_says_so() -> None:

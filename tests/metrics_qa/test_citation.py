@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ragscore_workers.answers import NO_RETRIEVAL
 from ragscore_workers.metrics.citation import citation
-from ragscore_workers.metrics.registry import NoParams
+from ragscore_workers.metrics.evidence import EvidenceParams, evidence_overlap
+from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, NO_EVIDENCE, NoParams
 from ragscore_workers.schemas import Row
 
 
@@ -24,6 +26,22 @@ def test_partial_overlap_by_hand() -> None:
 def test_perfect_and_disjoint_predictions() -> None:
     assert _scores(["S1", "S2"], ["S2", "S1"]) == (1.0, 1.0, 1.0)
     assert _scores(["S1", "S2"], ["S3"]) == (0.0, 0.0, 0.0)  # p + r = 0 -> F1 = 0, not a division error
+
+
+def test_an_llm_alones_row_without_evidence_is_unscorable_by_design() -> None:
+    """A row a target returning no contexts answered (an LLM alone) names no sentence of a document it retrieved none
+    of: citation and evidence_overlap left it unscorable for 'no evidence_sentences (predicted sentence IDs)', which
+    fails the run; it is 'no evidence_sentences', by design (BY_DESIGN_REASONS). A row not so marked keeps its
+    reason."""
+    alone = Row.model_validate({"id": "x", "gold_evidence_sentences": ["S1"], NO_RETRIEVAL: True})
+    lacking = Row(id="x", gold_evidence_sentences=["S1"])
+    reasons = [r.details["reason"] for r in citation(alone, NoParams()).values()]
+    assert reasons == [NO_EVIDENCE] * 3 and NO_EVIDENCE in BY_DESIGN_REASONS
+    assert evidence_overlap(alone, EvidenceParams()).details["reason"] == NO_EVIDENCE
+    assert {r.details["reason"] for r in citation(lacking, NoParams()).values()} == {
+        f"{NO_EVIDENCE} (predicted sentence IDs)"
+    }
+    assert evidence_overlap(lacking, EvidenceParams()).details["reason"] == f"{NO_EVIDENCE} (predicted sentence IDs)"
 
 
 def test_ids_are_sets_of_stripped_strings() -> None:

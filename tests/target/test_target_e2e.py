@@ -704,3 +704,31 @@ def test_ragscore_run_of_an_llm_alone_and_its_answers_rescored_say_once_what_is_
     assert said.count(marked) == 1 and "'retrieved_doc_ids'" not in said, said
     items = [json.loads(line) for line in (tmp_path / "rescore" / "items.jsonl").read_text().splitlines()]
     assert [i["metrics"]["recall_at_1"]["details"]["reason"] for i in items] == ["no retrieved_doc_ids"] * N
+
+
+def test_an_llm_alones_rows_are_scored_or_unscorable_by_design_on_every_metric_of_retrieval(
+    home: Path, tmp_path: Path
+) -> None:
+    """The metrics reading what a retrieval gives, of a target that returns no contexts (an LLM alone): quality_checks
+    flagged every answer no_citation (no [n] marker: it has no source to cite), and citation and evidence_overlap left
+    its rows unscorable for 'no evidence_sentences (predicted sentence IDs)', which fails the run, as verbatim did for
+    'no citations' where its map names none. Now quality_checks scores the answer, and the others are unscorable by
+    design (no evidence_sentences, no contexts: no failure), each named in the one pre-run warning."""
+    with FakeRag() as rag:
+        target = {"system": "llm", "url": rag.url("llm"), "response": {"answer": "answer", "contexts": None}}
+        suite = {"metrics": ["quality_checks", "citation", "evidence_overlap", "verbatim", "exact_match"],
+                 "target": target}  # fmt: skip
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            result = evaluate(questions(N), suite, out=tmp_path / "out")
+
+    texts = [str(w.message) for w in said if issubclass(w.category, DatasetWarning)]
+    alone = ("citation, evidence_overlap, verbatim will be unscorable for its rows (no contexts or no citations or no "
+             "evidence_sentences; no failure where other metrics score)")  # fmt: skip
+    assert len([t for t in texts if alone in t]) == 1 and not [t for t in texts if "score no item" in t], texts
+    assert not [w for w in said if issubclass(w.category, IncompleteRunWarning)], [str(w.message) for w in said]
+    for item in result.items:
+        assert item.metrics["quality_checks"].score == 1.0, item.metrics["quality_checks"]
+        names = ("citation_precision", "citation_recall", "citation_f1", "evidence_overlap", "verbatim")
+        reasons = {name: item.metrics[name].details.get("reason") for name in names}
+        assert reasons == {**dict.fromkeys(reasons, "no evidence_sentences"), "verbatim": "no contexts"}, reasons

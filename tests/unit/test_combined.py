@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragscore_workers.metrics.combined import CombinedParams, combined
-from ragscore_workers.metrics.registry import get_metric
+from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, NO_EVIDENCE, get_metric
 from ragscore_workers.schemas import MetricResult
 from ragscore_workers.scoring import derive
 
@@ -22,6 +22,15 @@ def test_missing_or_unscorable_input_is_unscorable() -> None:
     assert res.score is None and "evidence_overlap has no score (missing)" in res.details["reason"]
     failed = {"rubric_judge": MetricResult.failed("timeout"), "evidence_overlap": MetricResult(score=1.0)}
     assert "timeout" in combined(failed, CombinedParams()).details["reason"]
+
+
+def test_an_input_unscorable_by_design_leaves_combined_unscorable_by_design() -> None:
+    """An LLM alone's evidence_overlap is unscorable by design (no evidence_sentences): combined said 'evidence_overlap
+    has no score (no evidence_sentences)', a reason no gate takes as by design, which failed the run."""
+    outputs = {"rubric_judge": MetricResult(score=0.8), "evidence_overlap": MetricResult.unscorable(NO_EVIDENCE)}
+    res = combined(outputs, CombinedParams())
+    assert res.score is None and res.details == {"reason": NO_EVIDENCE, "input": "evidence_overlap"}
+    assert res.details["reason"] in BY_DESIGN_REASONS
 
 
 def test_an_input_the_run_stopped_makes_combined_stopped_too() -> None:
