@@ -632,6 +632,16 @@ def test_a_cluster_whose_workers_lack_the_suites_plugin_fails_the_run_saying_so_
             worker.stop()
 
 
+def _evaluated(suite: dict[str, Any], out: Path) -> tuple[Any, list[str], list[str]]:
+    """``evaluate()`` of :func:`questions`: its result, and the texts of its dataset and incomplete-run warnings."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        result = evaluate(questions(N), suite, out=out)
+    texts = {kind: [str(w.message) for w in said if issubclass(w.category, kind)]
+             for kind in (DatasetWarning, IncompleteRunWarning)}  # fmt: skip
+    return result, texts[DatasetWarning], texts[IncompleteRunWarning]
+
+
 def test_a_target_returning_no_contexts_is_an_llm_alone_said_once_and_not_flagged(home: Path, tmp_path: Path) -> None:
     """A target whose response map names neither contexts nor retrieved_doc_ids (an LLM alone) had every row flagged
     ``no_contexts`` by quality_checks, and recall_at_k scored its rows 0 as if retrieval had found nothing. Its rows
@@ -646,15 +656,12 @@ def test_a_target_returning_no_contexts_is_an_llm_alone_said_once_and_not_flagge
                             "answer": "answer", "contexts": "contexts[*].text", "citations": "citations",
                             "retrieved_doc_ids": "contexts[*].doc_id"}}],
         }  # fmt: skip
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
-            result = evaluate(questions(N), suite, out=tmp_path / "out")
+        result, texts, incomplete = _evaluated(suite, tmp_path / "out")
 
-    texts = [str(w.message) for w in said if issubclass(w.category, DatasetWarning)]
     alone = ("target 'llm' returns no contexts (its response map names neither contexts nor retrieved_doc_ids: an LLM "
              "alone, which retrieves nothing): recall_at_k, verbatim will be unscorable for its rows")  # fmt: skip
     assert len([t for t in texts if alone in t]) == 1, texts
-    assert not [w for w in said if issubclass(w.category, IncompleteRunWarning)], [str(w.message) for w in said]
+    assert not incomplete, incomplete
     items = _by_key(result.items)
     for i in range(N):
         llm, retrieving = items[("llm", f"q{i}")], items[("rag", f"q{i}")]
@@ -718,15 +725,12 @@ def test_an_llm_alones_rows_are_scored_or_unscorable_by_design_on_every_metric_o
         target = {"system": "llm", "url": rag.url("llm"), "response": {"answer": "answer", "contexts": None}}
         suite = {"metrics": ["quality_checks", "citation", "evidence_overlap", "verbatim", "exact_match"],
                  "target": target}  # fmt: skip
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
-            result = evaluate(questions(N), suite, out=tmp_path / "out")
+        result, texts, incomplete = _evaluated(suite, tmp_path / "out")
 
-    texts = [str(w.message) for w in said if issubclass(w.category, DatasetWarning)]
     alone = ("citation, evidence_overlap, verbatim will be unscorable for its rows (no contexts or no citations or no "
              "evidence_sentences; no failure where other metrics score)")  # fmt: skip
     assert len([t for t in texts if alone in t]) == 1 and not [t for t in texts if "score no item" in t], texts
-    assert not [w for w in said if issubclass(w.category, IncompleteRunWarning)], [str(w.message) for w in said]
+    assert not incomplete, incomplete
     for item in result.items:
         assert item.metrics["quality_checks"].score == 1.0, item.metrics["quality_checks"]
         names = ("citation_precision", "citation_recall", "citation_f1", "evidence_overlap", "verbatim")
