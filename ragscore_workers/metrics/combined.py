@@ -3,9 +3,9 @@
 A derived metric: computed per item during aggregation from the stored outputs of the same suite's
 ``rubric_judge`` and ``evidence_overlap``. Either input unscorable or failed -> ``combined`` unscorable
 with the reason (the seed framework averaged only questions with both scores), an input's own where it lacks a field by
-design (``BY_DESIGN_REASONS``: an LLM alone's ``no evidence_sentences``); an input the run stopped (the
-judge's breaker or budget, a cancel) makes ``combined`` stopped too, so the summary counts it as such. An input
-of weight 0 (λ = 0 or 1) is not needed: ``combined`` with λ = 1 is the judge's score wherever it has one.
+design (``BY_DESIGN_REASONS``: an LLM alone's ``no evidence_sentences``) and no other input failed; an input the run
+stopped (the judge's breaker or budget, a cancel) makes ``combined`` stopped too, so the summary counts it as such. An
+input of weight 0 (λ = 0 or 1) is not needed: ``combined`` with λ = 1 is the judge's score wherever it has one.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def combined(outputs: dict[str, MetricResult], params: CombinedParams) -> Metric
     """λ·rubric_judge + (1-λ)·evidence_overlap."""
     lam = params.lambda_
     weights = {"rubric_judge": lam, "evidence_overlap": 1 - lam}
+    lacking: MetricResult | None = None  # the first input unscorable by design, said only where no other failed
     for name in INPUTS:
         if weights[name] == 0:
             continue
@@ -39,9 +40,11 @@ def combined(outputs: dict[str, MetricResult], params: CombinedParams) -> Metric
             why = "missing" if result is None else (result.error or result.details.get("reason", "unscorable"))
             if result is not None and result.details.get("stopped"):
                 return MetricResult.stopped(f"{name} has no score ({why})")
-            if why in BY_DESIGN_REASONS:  # as its input, by design: no gate fails it
-                return MetricResult.unscorable(why, input=name)
-            return MetricResult.unscorable(f"{name} has no score ({why})")
+            if why not in BY_DESIGN_REASONS:
+                return MetricResult.unscorable(f"{name} has no score ({why})")
+            lacking = lacking or MetricResult.unscorable(why, input=name)  # as its input, by design: no gate fails it
+    if lacking is not None:
+        return lacking
     scores = {name: outputs[name].score for name in INPUTS if weights[name] != 0}
     total = sum(weights[name] * score for name, score in scores.items() if score is not None)
     return MetricResult(score=total, details={"lambda": lam, **scores})

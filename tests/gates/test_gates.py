@@ -463,6 +463,15 @@ def test_an_output_no_item_of_which_has_contexts_is_no_run_error_where_another_s
     assert incomplete(summary({"context_relevance": no_contexts, "exact_match": [None, None]})) is None
     no_ids = ["no retrieved_doc_ids"] * 2  # recall of a target that returns no contexts nor ids: by design too
     assert incomplete(summary({"mrr": no_ids, "exact_match": [None, None]})) is None
+    no_evidence = ["no evidence_sentences"] * 2  # citation of an LLM alone's rows, and combined through it: by design
+    assert (
+        incomplete(summary({"citation_f1": no_evidence, "combined": no_evidence, "exact_match": [None, None]})) is None
+    )
+    lacking = ["no evidence_sentences (predicted sentence IDs)"] * 2  # a RAG row's, not marked: still a run error
+    said = incomplete(summary({"citation_f1": lacking, "exact_match": [None, None]})) or ""
+    assert said.startswith("no scores for citation_f1: every item was unscorable"), said
+    said = incomplete(summary({"citation_f1": [no_evidence[0], lacking[0]], "exact_match": [None, None]})) or ""
+    assert said.startswith("no scores for citation_f1: every item was unscorable"), said
     said = incomplete(summary({"context_relevance": no_contexts})) or ""
     assert said.startswith("no scores for context_relevance: every item was unscorable"), said
     mixed = {"context_relevance": ["no contexts", "no question"], "exact_match": [None, None]}

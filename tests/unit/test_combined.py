@@ -31,6 +31,16 @@ def test_an_input_unscorable_by_design_leaves_combined_unscorable_by_design() ->
     res = combined(outputs, CombinedParams())
     assert res.score is None and res.details == {"reason": NO_EVIDENCE, "input": "evidence_overlap"}
     assert res.details["reason"] in BY_DESIGN_REASONS
+    # a real failure of an input stays one, whichever input lacks a field by design
+    failing = MetricResult.unscorable(f"{NO_EVIDENCE} (predicted sentence IDs)")  # a RAG row's: no by-design reason
+    lacking = MetricResult.unscorable("no contexts")
+    for judge in (MetricResult(score=0.8), lacking):
+        res = combined({"rubric_judge": judge, "evidence_overlap": failing}, CombinedParams())
+        assert res.details == {"reason": f"evidence_overlap has no score ({NO_EVIDENCE} (predicted sentence IDs))"}
+    res = combined(
+        {"rubric_judge": MetricResult.unscorable("no reference"), "evidence_overlap": lacking}, CombinedParams()
+    )
+    assert res.details == {"reason": "rubric_judge has no score (no reference)"}
 
 
 def test_an_input_the_run_stopped_makes_combined_stopped_too() -> None:
