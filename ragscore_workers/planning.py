@@ -169,11 +169,14 @@ class ResolvedSuite:
         """The fields (``ALONE_LACKS``) the rows of the suite's targets that return none (``TargetConfig.retrieves``:
         an LLM alone), or the rows ``marked`` so, lack, neither the dataset nor such a target giving them a value:
         ``contexts`` with none (``[]`` is none: not seen), ``retrieved_doc_ids`` absent (``[]`` says retrieval found
-        nothing: recall 0), ``citations`` or ``evidence_sentences`` absent. None without such a target or row."""
+        nothing: recall 0), ``citations`` or ``evidence_sentences`` absent; ``citations`` only with ``contexts`` (a row
+        given the dataset's contexts has sources to quote: ``verbatim`` fails it for ``no citations``). None without
+        such a target or row."""
         if not self.alone_targets and not marked.rows:
             return set()
         filled = _filled_by(self.alone_targets)
-        return {f for f in ALONE_LACKS if f not in fields_seen and f not in filled}
+        lacking = {f for f in ALONE_LACKS if f not in fields_seen and f not in filled}
+        return lacking if "contexts" in lacking else lacking - {"citations"}
 
     def _alone_warning(self, lacking: set[str], marked: AloneRows) -> list[str]:
         """One warning naming the targets that return no contexts (or the rows ``marked`` as theirs) and the suite's

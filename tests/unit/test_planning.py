@@ -43,6 +43,16 @@ def test_a_target_returning_no_contexts_is_warned_of_once_naming_the_metrics_uns
         alone[0].replace("recall_at_k, context_relevance", "recall_at_k").replace("no contexts or ", "")
     ]
     assert load_suite({"metrics": ["exact_match"], "target": llm}).pre_run_warnings(fields, set(), set()) == []
+    # verbatim of its rows lacks citations by design only where they lack contexts too (no source to quote): given the
+    # dataset's contexts, its rows fail 'no citations', which the dry run says (it will score no item), not by design
+    quoted = load_suite({"metrics": ["verbatim", "exact_match"], "target": llm})
+    assert (
+        "verbatim will be unscorable for its rows (no contexts or no citations;"
+        in quoted.pre_run_warnings(fields, set(), set())[0]
+    )
+    assert quoted.scoreless(fields) == []
+    assert not [w for w in quoted.pre_run_warnings(fields | {"contexts"}, set(), set()) if "LLM alone" in w]
+    assert quoted.scoreless(fields | {"contexts"}) == ["verbatim"]
     two = load_suite({"metrics": metrics, "targets": [llm | {"system": "a"}, llm | {"system": "b"}]})
     assert two.pre_run_warnings(fields, set(), set())[0].startswith(
         "targets 'a', 'b' return no contexts (their response maps name neither contexts nor retrieved_doc_ids: LLMs "
