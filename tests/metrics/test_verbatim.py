@@ -49,6 +49,10 @@ def test_an_llm_alones_row_without_citations_is_unscorable_by_design() -> None:
         result = verbatim(row, NoParams())
         assert result.score is None and result.details["reason"] == "no contexts"
         assert result.details["reason"] in BY_DESIGN_REASONS
+    # not so of a row not marked, nor of one given contexts (it has sources to quote): 'no citations' still fails
+    for fields in ({"contexts": []}, {"contexts": ["The river."], NO_RETRIEVAL: True}):
+        result = verbatim(Row.model_validate({"id": "x", **fields}), NoParams())
+        assert result.details["reason"] == "no citations" and "no citations" not in BY_DESIGN_REASONS
 
 
 def test_out_of_range_source_index_is_not_found_and_says_so() -> None:
