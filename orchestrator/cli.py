@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ragscore_workers.planning import ResolvedSuite
     from ragscore_workers.schemas import RunSummary
     from ragscore_workers.settings import Settings
-    from ragscore_workers.store import RunStore
+    from ragscore_workers.store import RunOverview, RunStore
 
     from .queues import Orphan
     from .workers import LocalWorkers
@@ -945,6 +945,13 @@ def submit(
 RUN_LIST_HEADER = "run id\tstate\tdone/total\tsubmitted (UTC)\tdataset"
 
 
+def _listed_dataset(run: RunOverview) -> str:
+    """The run list's dataset column: the questions file's name, and the predictions file's where one was given (runs
+    of one dataset that differ only in ``--predictions`` read apart)."""
+    predictions = run["predictions"]  # "" for an older run's (its meta has no format options): listed as before
+    return f"{run['dataset']} (predictions {predictions})" if predictions else run["dataset"]
+
+
 @app.command()
 def status(
     run_id: Annotated[Optional[str], typer.Argument(help="Run id or --out DIR (omit to list runs)")] = None,  # noqa: UP045
@@ -979,7 +986,7 @@ def status(
             # an embedded run goes on only while its process runs: one killed (kill -9, a closed laptop) is not
             if embedded and state not in RunState.DONE and not run_process_alive(store.r, store.meta(r["run_id"])):
                 state, interrupted = "interrupted", interrupted + 1
-            _say(f"{r['run_id']}\t{state}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(r['dataset'])}")
+            _say(f"{r['run_id']}\t{state}\t{r['done']:,}/{r['total']:,}\t{when}\t{shown(_listed_dataset(r))}")
         if not runs:
             err.print("no runs in the store (finished runs expire after RAGSCORE_RUN_TTL_S)")
         if interrupted:

@@ -1048,6 +1048,7 @@ class RunOverview(TypedDict):
     total: int
     submitted_at: float | None
     dataset: str
+    predictions: str
 
 
 class RunStore:
@@ -1808,17 +1809,18 @@ class RunStore:
     def overview(self, run_ids: list[str]) -> list[RunOverview]:
         """Per run (one round trip for all): ``run_id``, ``state``, ``done`` / ``total`` work units (as
         :meth:`progress` counts them; a cancelled run's ``done``, its ``worked:{queue}`` summed), ``submitted_at``
-        (epoch seconds, None when not recorded) and ``dataset`` (its file name)."""
+        (epoch seconds, None when not recorded), ``dataset`` (its file name) and ``predictions`` (the name of the
+        predictions file it was read with, the nlp-project format's; "" when none, or for an older run)."""
         pipe = self.r.pipeline(transaction=False)
         for run_id in run_ids:
-            pipe.hmget(self.key(run_id, "meta"), ["state", "submitted_at", "created_at", "dataset"])
+            pipe.hmget(self.key(run_id, "meta"), ["state", "submitted_at", "created_at", "dataset", "format_options"])
             pipe.hmget(self.key(run_id, "progress"), _OVERVIEW_COUNTERS)
             for queue in PROGRESSIVE_QUEUES:
                 pipe.hlen(self.key(run_id, f"unwritten:{queue}"))
         replies = iter(pipe.execute())
         out: list[RunOverview] = []
         for run_id in run_ids:
-            state, submitted, created, dataset = next(replies)
+            state, submitted, created, dataset, options = next(replies)
             stored = {k: int(v) for k, v in zip(_OVERVIEW_COUNTERS, next(replies), strict=True) if v is not None}
             counters = _queue_work(_done_now(stored))  # as progress(): a resume's redo is not done, derived no work
             unwritten = sum(next(replies) for _ in PROGRESSIVE_QUEUES)
@@ -1830,8 +1832,14 @@ class RunStore:
                 done = sum(_worked(stored).values())
             out.append({"run_id": run_id, "state": state or "?", "done": done, "total": counters.get("total", 0),
                         "submitted_at": float(at) if at else None,
-                        "dataset": (dataset or "").rsplit("/", 1)[-1]})  # fmt: skip
+                        "dataset": _file_name(dataset),
+                        "predictions": _file_name(json.loads(options or "{}").get("predictions"))})  # fmt: skip
         return out
+
+
+def _file_name(path: str | None) -> str:
+    """A stored path's file name alone ("" for none): the run list keeps no directory (it may name a user's)."""
+    return (path or "").rsplit("/", 1)[-1]
 
 
 #: The ``progress`` counters :meth:`RunStore.overview` reads of each run (:func:`_done_now`, :func:`_queue_work`; a

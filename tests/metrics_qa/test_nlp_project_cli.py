@@ -38,3 +38,25 @@ def test_ragscore_run_nlp_project_format_reproduces_dev_extension3(tmp_path: Pat
     assert m["citation_recall"]["mean"] == pytest.approx(cit["recall_sum"] / n)
     assert m["citation_f1"]["mean"] == pytest.approx(cit["f1_sum"] / n)
     assert summary["items"] == 3 and summary["failed_rows"] == 0
+
+
+def test_the_run_list_tells_runs_of_one_dataset_apart_by_their_predictions_file(tmp_path: Path, home: Path) -> None:
+    """``ragscore status`` listed two runs of one questions file, read with two predictions files, alike (the questions
+    file's name alone): each line names its predictions file now."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("metrics:\n  - {name: recall_at_k, params: {k: [1]}}\n")
+    questions = DATA / "data" / "NLP Project Data" / "dev_final_jsonl.txt"
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    for name in ("dev_simple_output.json", "dev_extension1_output.json"):
+        cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(questions), "--format", "nlp-project",
+               "--predictions", str(DATA / "output" / name), "--suite", str(suite), "--out", str(tmp_path / name),
+               "-q"]  # fmt: skip
+        ran = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert ran.returncode == 0, ran.stderr
+    listed = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status"], capture_output=True, text=True,
+                            cwd=ROOT, env=env, timeout=120)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    datasets = [line.split("\t")[-1] for line in listed.stdout.splitlines()[1:]]
+    assert datasets == ["dev_final_jsonl.txt (predictions dev_simple_output.json)",
+                        "dev_final_jsonl.txt (predictions dev_extension1_output.json)"], listed.stdout  # fmt: skip

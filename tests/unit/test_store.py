@@ -798,3 +798,17 @@ def test_an_llm_only_systems_rows_stored_before_the_empty_flag_are_not_counted_a
     assert retrieved_nothing_lines(summary) == [
         "recall_at_k: 2 rows (of system llm) retrieved nothing (retrieved_doc_ids empty): each scores 0"
     ]
+
+
+def test_the_run_list_names_a_runs_predictions_file_alone_and_an_older_run_none(store: RunStore) -> None:
+    """Two runs of one questions file read with two predictions files listed the same (the dataset's name alone):
+    the overview keeps the predictions file's name (no directory); a run stored without format options lists too."""
+    given = {"state": "finished", "dataset": "/home/u/data/train.jsonl"}
+    store.create_run("t-preds", {**given, "format_options": json.dumps({"predictions": "/home/u/out/simple.json"})})
+    store.create_run("t-no-preds", {**given, "format_options": "{}"})
+    store.create_run("t-older", given)
+    listed = {
+        o["run_id"]: (o["dataset"], o["predictions"]) for o in store.overview(["t-preds", "t-no-preds", "t-older"])
+    }
+    assert listed == {"t-preds": ("train.jsonl", "simple.json"), "t-no-preds": ("train.jsonl", ""),
+                      "t-older": ("train.jsonl", "")}  # fmt: skip
