@@ -43,6 +43,7 @@ __all__ = [
     "LocalWorkers",
     "PoolSpec",
     "exit_reason",
+    "first_stop_signal",
     "host_gaps",
     "live_node_names",
     "node_name",
@@ -618,11 +619,11 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-#: The stop signals that came while ``stop_signals_as_interrupt`` is active, each as whether it came in a shutdown's
-#: step (:func:`shutdown_step`); read by ``raise_if_stop_signalled``, ``stop_signals`` and ``stop_forced``. A plain
-#: list: a handler must take no lock (an Event's ``set()`` does; a second signal inside it hung the process), and
-#: ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
-_stop_signalled: list[bool] = []
+#: The stop signals that came while ``stop_signals_as_interrupt`` is active, each as its number and whether it came in a
+#: shutdown's step (:func:`shutdown_step`); read by ``raise_if_stop_signalled``, ``stop_signals``, ``stop_forced`` and
+#: ``first_stop_signal``. A plain list: a handler must take no lock (an Event's ``set()`` does; a second signal inside
+#: it hung the process), and ``append`` is one step (a count's ``+= 1`` could lose a signal that came inside it).
+_stop_signalled: list[tuple[int, bool]] = []
 
 
 @contextmanager
@@ -641,7 +642,7 @@ def stop_signals_as_interrupt(*, then_ignored: bool = False) -> Iterator[None]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         counted = _counted_in(frame)
-        _stop_signalled.append(bool(counted))
+        _stop_signalled.append((signum, bool(counted)))
         if counted is None:
             raise KeyboardInterrupt
 
@@ -696,4 +697,9 @@ def stop_signals() -> int:
 def stop_forced() -> bool:
     """Whether a stop signal came beyond the one that began the shutdown: one in a shutdown's step
     (:func:`shutdown_step`, its first instruction on), or a second one wherever it came."""
-    return len(_stop_signalled) > 1 or any(_stop_signalled)
+    return len(_stop_signalled) > 1 or any(counted for _, counted in _stop_signalled)
+
+
+def first_stop_signal() -> int | None:
+    """The number of the stop signal that began the shutdown (SIGTERM, SIGINT, SIGHUP); None before one came."""
+    return _stop_signalled[0][0] if _stop_signalled else None

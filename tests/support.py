@@ -245,13 +245,14 @@ def short_limit_worker(broker_url: str, queue: str, home: Path, soft_s: int, con
 def ragscore_worker(
     tmp_path: Path, server: RedisProcess, queue: str, *options: str, path: str | None = None
 ) -> tuple[subprocess.Popen[str], list[str]]:
-    """``ragscore worker -Q queue -c 1 *options`` of ``server`` (``path``: its PYTHONPATH, None: this one's), and the
-    list its stderr's lines are read into as they come."""
+    """``ragscore worker -Q queue -c 1 *options`` of ``server`` (``path``: its PYTHONPATH, None: this one's; its SIGINT
+    at its default, :func:`interruptible`: a test may Ctrl-C it), and the list its stderr's lines are read into as they
+    come."""
     env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "RAGSCORE_BROKER_URL": server.url}
     if path is not None:
         env["PYTHONPATH"] = path
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queue, "-c", "1", *options],
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
+    proc = interruptible([sys.executable, "-m", "orchestrator.cli", "worker", "-Q", queue, "-c", "1", *options],
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     said: list[str] = []
     threading.Thread(target=lambda: said.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
     return proc, said

@@ -140,6 +140,36 @@ def test_a_second_sigterm_kills_at_once(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.parametrize(
+    ("stop", "again"),
+    [(signal.SIGTERM, "send SIGTERM again (or Ctrl-C)"), (signal.SIGINT, "Ctrl-C again")],
+    ids=["SIGTERM", "Ctrl-C"],
+)
+def test_the_stopping_line_names_the_signal_that_stops_it_at_once_and_that_one_does(
+    tmp_path: Path, stop: signal.Signals, again: str
+) -> None:
+    """After a SIGTERM (systemd, ``docker stop``: the second stop is a second SIGTERM) the line said "Ctrl-C again to
+    stop at once"; it names the signal it got now, and that signal sent again kills its running task at once."""
+    server = RedisProcess(tmp_path / "redis").start()
+    proc, said = ragscore_worker(tmp_path, server, "code")
+    try:
+        rows = write_jsonl(tmp_path / "rows.jsonl", [{"id": "slow", "code": "import time; time.sleep(600)"}])
+        store = connect(server.url)
+        run_id = submit(rows, _suite(), store).run_id
+        assert until(_task_running, 120), said
+        proc.send_signal(stop)
+        assert until(lambda: any(line.startswith("stopping:") for line in said), 60), said
+        stopping = next(line for line in said if line.startswith("stopping:"))
+        assert stopping.endswith(f" s); {again} to stop at once\n"), stopping
+        proc.send_signal(stop)
+        assert proc.wait(timeout=60) == 0, said
+        assert not store.progress(run_id).get("done"), "the task cannot have finished"
+    finally:
+        if proc.poll() is None:
+            _kill_with_its_tree(proc)
+        server.stop()
+
+
 def _fill(fd: int) -> None:
     """Fill the pipe whose write end is ``fd``, so the next write to it blocks until someone reads."""
     os.set_blocking(fd, False)  # the description is shared with the child: blocking again before it writes
