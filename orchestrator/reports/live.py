@@ -501,16 +501,20 @@ def scored_text(summary: RunSummary) -> str:
 
 def _summary_line(summary: RunSummary, run_id: str, broker: str | None = None, reports_dir: str | None = None) -> str:
     """The summary's counts, which the workers' counters above lack for work a cancel skipped (counted stopped);
-    where the reports were last written (``reports_dir``), else the command that writes them."""
+    where the reports were last written (``reports_dir``), else the command that writes them. Its unscorable are
+    the caption's (the summary's count less its stopped outputs, which it counts unscorable too), stopped said apart:
+    a reader saw "unscorable 6" above and "unscorable 10 (4 stopped)" here."""
     metrics = summary.metrics.values()
-    unscorable, stopped = sum(m.unscorable for m in metrics), sum(m.stopped for m in metrics)
+    stopped = sum(m.stopped for m in metrics)
+    unscorable = thousands(sum(m.unscorable for m in metrics) - stopped)
+    if stopped:
+        unscorable += f" + {thousands(stopped)} stopped"
     errors = sum(m.errors for m in metrics)
     reports = (f"its reports were written to {shown(reports_dir)}" if reports_dir
                else f"{backticked(results_command(run_id, broker=broker))} writes the reports")  # fmt: skip
     return (
         f"summary: {counted(summary.items, 'item')}, {scored_text(summary)}; over its metric outputs unscorable "
-        f"{thousands(unscorable)} ({thousands(stopped)} stopped), errors {thousands(errors)} (the counts above are "
-        f"the workers' writes; {reports})"
+        f"{unscorable}, errors {thousands(errors)} (the counts above are the workers' writes; {reports})"
     )
 
 

@@ -132,11 +132,12 @@ def _judging_run(
     output: int,
     quiet: bool = True,
     concurrency: int = 1,
+    rows: list[dict[str, str]] = ROWS,
 ) -> subprocess.Popen[str]:
-    """An embedded ``ragscore run`` of ROWS into ``out`` in a process of its own (its judge's ``concurrency`` calls at
-    a time), returned once the fake provider has its first request (or the run ended, or 120 s passed); its stdout
+    """An embedded ``ragscore run`` of ``rows`` into ``out`` in a process of its own (its judge's ``concurrency`` calls
+    at a time), returned once the fake provider has its first request (or the run ended, or 120 s passed); its stdout
     and stderr go to ``output`` (its progress lines too, without ``quiet``)."""
-    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
     env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250"}
     env.pop("RAGSCORE_BROKER_URL", None)
     run = interruptible(
@@ -322,6 +323,35 @@ def test_a_run_cancelled_from_another_shell_ends_its_progress_on_what_was_scored
     status = _cli("status", out, home=home)
     assert _table_rows(status.stdout)["judge"][:3] == [str(scored), str(stopped), str(len(ROWS))], status.stdout
     assert "errors 0 · unscorable 0" in status.stdout, status.stdout  # the stopped outputs are not unscorable
+
+
+def test_a_cancelled_runs_summary_line_counts_unscorable_as_its_caption_does_and_stopped_apart(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """A run cancelled mid-judge read "unscorable 2" under its status table and "unscorable 8 (6 stopped)" on its
+    `summary:` line: the summary counts the stopped outputs unscorable too. The line says "unscorable 2 + 6 stopped"."""
+    out = tmp_path / "out"
+    no_reference = [{k: v for k, v in row.items() if k != "reference"} for row in ROWS[:2]]  # unscorable
+    rows = no_reference + ROWS[2:]
+    with FakeProvider(api_key=keys) as fake:
+        fake.hold = threading.Event()  # the first judge call waits for the cancel: no race with the run's end
+        run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.DEVNULL, rows=rows)
+        try:
+            assert run.poll() is None
+            cancel = _cli("cancel", out, home=home)
+            fake.hold.set()
+            run.wait(120)
+        finally:
+            run.kill()
+            run.wait(30)
+    assert cancel.returncode == 0, cancel.stderr
+    accuracy = json.loads((out / "summary.json").read_text())["metrics"]["answer_accuracy"]
+    stopped, unscorable = accuracy["stopped"], accuracy["unscorable"] - accuracy["stopped"]
+    assert stopped > 0 and unscorable == 2, accuracy  # stored as before: its unscorable count the stopped outputs
+
+    said = " ".join(_cli("status", out, home=home).stdout.split())
+    assert f"errors 0 · unscorable {unscorable}" in said, said
+    assert f"over its metric outputs unscorable {unscorable} + {stopped} stopped, errors 0" in said, said
 
 
 def test_a_run_stored_with_an_even_pace_and_no_rpm_resumes_with_the_rpm_the_resume_gives(

@@ -141,7 +141,7 @@ def test_an_ended_runs_status_gives_its_summarys_counts() -> None:
         "answer_accuracy": MetricSummary(mean=1.0, n=10, unscorable=10, stopped=9, errors=1)})  # fmt: skip
     console = Console(record=True, width=300)
     console.print(view.render("run-x"))
-    assert ("summary: 20 items, 10 scored; over its metric outputs unscorable 10 (9 stopped), errors 1 (the counts "
+    assert ("summary: 20 items, 10 scored; over its metric outputs unscorable 1 + 9 stopped, errors 1 (the counts "
             "above are the workers' writes; `ragscore results run-x --out DIR` writes the reports)") in (
         console.export_text()
     )  # fmt: skip
