@@ -1057,7 +1057,9 @@ def status(
                 view.set_unserved({q: unserved_message(q, n, embedded, broker) for q, n in unserved.items()})
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
-                found = HeldMessages(held=0, orphans=[]) if embedded else orphan_watch.confirmed()
+                # a one-off status says why it waits for the second check (a watched one's table stays as it was)
+                confirming = None if watch else _confirming_orphans
+                found = HeldMessages(held=0, orphans=[]) if embedded else orphan_watch.confirmed(confirming)
                 view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if isinstance(exc.__cause__, redis.exceptions.NoPermissionError):  # kombu's: a broadcast channel refused
@@ -1100,6 +1102,16 @@ def status(
         while view.meta.get("state") not in RunState.DONE:
             time.sleep(interval)
             live.update(refresh(), refresh=True)
+
+
+def _confirming_orphans(unconfirmed: int) -> None:
+    """What a one-off ``ragscore status`` says before it checks again whether workers that are gone hold the run's
+    messages (:meth:`~orchestrator.queues.OrphanWatch.confirmed`, ``ORPHAN_CONFIRM_S`` later): a wait, not a hang."""
+    from .queues import ORPHAN_CONFIRM_S
+
+    held = counted(unconfirmed, "message")
+    err.print(f"{held} may be held by a worker that is gone: checking again in {ORPHAN_CONFIRM_S:.0f} s to be sure",
+              soft_wrap=True)  # fmt: skip
 
 
 @app.command()

@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, cast
 
@@ -133,6 +133,9 @@ HELD_ASK_S = 1.0
 #: Seconds at least between the starts of two checks of an :class:`OrphanWatch` where the first found orphans: a
 #: worker's key renewed late once (a GC pause, a loaded host) or gone for one read is renewed again by then.
 ORPHAN_CONFIRM_S = 2 * RENEW_S
+#: Seconds after its start that a check's orphans no longer confirm the next check's (:class:`OrphanWatch`): the
+#: workers may have changed since (a stall long over, the run at work between), and the next check starts afresh.
+ORPHAN_RECENT_S = 3 * ORPHAN_CONFIRM_S
 #: Seconds :func:`held_messages` watches the keys of the workers that did not answer for a renewal (each is renewed
 #: every ``RENEW_S``): a worker killed whole renews none.
 SILENT_RENEWED_S = 2 * RENEW_S
@@ -309,8 +312,9 @@ class OrphanWatch:
     checks call it so: a worker too loaded to record a message it took within ``LISTED_AFTER_S`` (1 s) of its delivery
     (:meth:`~ragscore_workers.alive.AliveKey.may_hold`) has a key that does not list it, and one check calls it an
     orphan; the next reads that key renewed since, which lists it. So is a worker slow to renew its key (a GC pause, a
-    busy host): a check after one that found orphans begins ``ORPHAN_CONFIRM_S`` after it at the soonest. A message
-    is known by its queue and delivery stamp (a re-delivery is another)."""
+    busy host): a check after one that found orphans begins ``ORPHAN_CONFIRM_S`` after it at the soonest, and one
+    begun more than ``ORPHAN_RECENT_S`` after it is confirmed by none (a stale check does not confirm a fresh one). A
+    message is known by its queue and delivery stamp (a re-delivery is another)."""
 
     def __init__(self, store: RunStore, run_id: str) -> None:
         self.store, self.run_id = store, run_id
@@ -322,6 +326,8 @@ class OrphanWatch:
     def check(self) -> HeldMessages:
         """One check (:func:`held_messages`): its orphans those the last check called orphaned too, the others counted
         ``unconfirmed``."""
+        if time.monotonic() - self._began > ORPHAN_RECENT_S:
+            self._seen = set()  # too old to confirm this one: the workers may have changed since
         if self._seen:  # confirmed only by a check a renewal of the workers' keys later
             time.sleep(max(0.0, self._began + ORPHAN_CONFIRM_S - time.monotonic()))
         self._began = time.monotonic()
@@ -330,11 +336,16 @@ class OrphanWatch:
         confirmed = [o for o in found.orphans if (o.queue, o.delivered_at) in seen]
         return replace(found, orphans=confirmed, unconfirmed=len(found.orphans) - len(confirmed))
 
-    def confirmed(self) -> HeldMessages:
+    def confirmed(self, again: Callable[[int], None] | None = None) -> HeldMessages:
         """A check, and a second at once where it has orphans unconfirmed (it reads the keys renewed since the
-        first's): what ``ragscore status`` says at each check (a one-off status has only one)."""
+        first's, ``ORPHAN_CONFIRM_S`` after it): what ``ragscore status`` says at each check (a one-off status has only
+        one). ``again``: told how many are unconfirmed before that second check (a one-off status says it waits)."""
         found = self.check()
-        return self.check() if found.unconfirmed else found
+        if not found.unconfirmed:
+            return found
+        if again is not None:
+            again(found.unconfirmed)
+        return self.check()
 
 
 def held_by_live_workers(

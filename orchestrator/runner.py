@@ -101,7 +101,6 @@ from .queues import (
     OrphanWatch,
     broker_idle,
     held_by_live_workers,
-    held_messages,
     queued_ahead,
     queued_message,
     queued_messages,
@@ -797,10 +796,11 @@ def _warn_unserved(store: RunStore, run_id: str, warned: set[str], broker: str |
         log.warning("run %s: %s", run_id, unserved_message(queue, waiting, broker=broker))
 
 
-def _held_note(store: RunStore, run_id: str, resending_after: float) -> str:
+def _held_note(watch: OrphanWatch, resending_after: float) -> str:
     """What of the run workers that are gone hold, and when it is sent again (the log's ``resending_after``); ""
-    for none."""
-    orphans = held_messages(store, run_id).orphans
+    for none. Read from the watch of the run's stall decision (:func:`broker_idle`): an orphan two consecutive checks
+    agree on, as that re-sending takes, not one a live worker late to renew its key once has."""
+    orphans = watch.confirmed().orphans
     if not orphans:
         return ""
     held = counted(len(orphans), "message")
@@ -856,7 +856,8 @@ def wait(
     last_consumer_check, warned = -math.inf, set[str]()  # never: the first check is due once the run stalls
     restarted = False  # a local worker died and was restarted since the last recovery
     orphans_said: set[int] = set()  # counts of messages held by gone workers, already logged
-    orphan_watch = OrphanWatch(store, run_id)  # its idle checks: an orphan is one two consecutive checks call one
+    # its idle checks and held note: an orphan is one two consecutive checks call one
+    orphan_watch = OrphanWatch(store, run_id)
     outage = _Outage(run_id, revive, out_dir, broker)
     aggregating_said = False
     recovering = False  # a stall recovery under way, or one an outage cut off: sent again once Redis answers
@@ -922,7 +923,7 @@ def wait(
                         last_consumer_check = now
                         _warn_unserved(store, run_id, warned, broker)
                         if state != RunState.CANCELLED:  # a cancelled run's work is never sent again
-                            text = _held_note(store, run_id, limit)
+                            text = _held_note(orphan_watch, limit)
                             held(text)
                             held_said = bool(text)
                     # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
@@ -950,6 +951,8 @@ def wait(
                                 held("")  # sent again: no longer waits on them
                                 held_said = False
                             last_change, idle_checks, restarted = time.monotonic(), 0, False
+                    else:  # "in a row": a poll not idle (work held or queued) starts the count again
+                        idle_checks = 0
                 if check is not None and check():
                     restarted = True
             except _Outage.ERRORS as exc:

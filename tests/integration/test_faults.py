@@ -32,6 +32,7 @@ from ragscore_workers.store import RunStore
 
 from ..support import (
     ROOT,
+    HookedProgress,
     RedisProcess,
     WorkerProcess,
     celery_workers,
@@ -367,7 +368,8 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
 ) -> None:
     """A run sent with `ragscore submit` has no wait() to notice: `ragscore status` said only "no progress" while
     the killed worker's messages sat out the 15-minute visibility timeout. A run's wait() logs them once, with the
-    stall it waited and the visibility timeout as the settings read then."""
+    stall it waited and the visibility timeout as the settings read then. Its second check, ORPHAN_CONFIRM_S after
+    the first, is said on stderr (not a hang)."""
     import os
     import subprocess
     import sys
@@ -391,6 +393,8 @@ def test_status_names_the_messages_a_killed_worker_holds_and_when_they_come_back
         shown = subprocess.run([sys.executable, "-m", "orchestrator.cli", "status", sub.run_id], capture_output=True,
                                text=True, cwd=ROOT, env=env, timeout=60)  # fmt: skip
         assert shown.returncode == 0, shown.stderr
+        confirming = f"{counted(found.held, 'message')} may be held by a worker that is gone: checking again in 4 s"
+        assert f"{confirming} to be sure" in " ".join(shown.stderr.split()), shown.stderr
         said = " ".join(shown.stdout.split())
         items = sum(o.items for o in found.orphans)
         held = f"{counted(items, 'item')} of this run ({items:,} on cpu; {counted(found.held, 'message')}) " \
@@ -550,10 +554,19 @@ def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing
     key, renewed every RENEW_S; one slow to renew it (a GC pause, a loaded host) had its messages called orphans on
     one check, and a run's wait (held_by_live_workers) sent their work again while it still ran them, as a cancel
     (settled_orphans) wrote the summary without them. Orphans are now those two consecutive checks, a renewal apart,
-    agree on: the worker's key is deleted once (it writes it again at its next renewal) before each call. Killed
-    whole, its messages are orphans."""
+    agree on: the worker's key is deleted once (it writes it again at its next renewal) before each call. The wait's
+    progress note (what workers that are gone hold) read one check alone and named them while the wait kept them: it
+    reads the wait's watch now. A check long ago does not confirm a fresh one (ORPHAN_RECENT_S). A `ragscore status`
+    that finds no orphans does not say it checks again. Killed whole, its messages are orphans, and the note names
+    them."""
     from orchestrator import queues
-    from orchestrator.queues import ORPHAN_SETTLED_S, held_by_live_workers, settled_orphans
+    from orchestrator.queues import (
+        ORPHAN_CONFIRM_S,
+        ORPHAN_SETTLED_S,
+        OrphanWatch,
+        held_by_live_workers,
+        settled_orphans,
+    )
     from ragscore_workers.alive import alive_keys, broker_of
 
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
@@ -567,16 +580,66 @@ def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing
         monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)  # no reply comes in time: the ask is missed
         time.sleep(ORPHAN_SETTLED_S)
         assert until(lambda: held_by_live_workers(store, sub.run_id), 60), "its messages read as orphans"
+
+        def key_missing() -> None:
+            assert until(lambda: len(keys()) == 1, 30), "its key was not renewed"  # after a deletion before
+            store.r.delete(*keys())  # missing for a read: renewed at its next renewal
+
         for decides in (held_by_live_workers, lambda *args: not settled_orphans(*args)):
-            (key,) = keys()
-            store.r.delete(key)  # missing for a read: renewed at its next renewal
+            key_missing()
             assert decides(store, sub.run_id)
+        assert _held_note_of(store, sub.run_id, key_missing) == ""
+        monkeypatch.setattr(queues, "ORPHAN_RECENT_S", ORPHAN_CONFIRM_S + 1)  # not 3 times as long: a faster test
+        watch = OrphanWatch(store, sub.run_id)
+        key_missing()
+        assert watch.check().unconfirmed == 2
+        time.sleep(queues.ORPHAN_RECENT_S)  # the first check's orphans are no longer recent
+        key_missing()
+        found = watch.check()
+        assert (found.orphans, found.unconfirmed) == ([], 2), found
+        alive = _cli(server, "status", sub.run_id)  # its worker answers: no orphans, no second check to say
+        assert alive.returncode == 0 and "checking again" not in alive.stderr, alive.stderr
         kill_whole(worker)
         assert until(lambda: not held_by_live_workers(store, sub.run_id), 60), "the killed one's held by the living"
         assert len(settled_orphans(store, sub.run_id)) == 2
+        said = _held_note_of(store, sub.run_id, lambda: None)
+        assert said == "2 messages held by a worker that is gone, sent again at 3600 s without progress", said
     finally:
         worker.stop()
         server.stop()
+
+
+class _StopWaiting(Exception):
+    """Ends the wait of :func:`_held_note_of`."""
+
+
+class _HeldNotes(HookedProgress):
+    """A progress view that shows nothing and keeps what the run's wait says workers that are gone hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: list[str] = []
+
+    def held(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def _held_note_of(store: RunStore, run_id: str, before: Callable[[], None]) -> str:
+    """What the run's wait says workers that are gone hold at its first poll without progress (its held note is due
+    at once), ``before`` called at the end of the poll before it; the wait ends after."""
+    view, calls = _HeldNotes(), iter([before])
+
+    def check() -> None:
+        next(calls, _stop)()
+
+    with pytest.raises(_StopWaiting):
+        wait(store, run_id, view, stall_s=3600, consumer_check_s=0, check=check)
+    (note,) = view.notes
+    return note
+
+
+def _stop() -> None:
+    raise _StopWaiting
 
 
 def _doomed_and_alive(server: RedisProcess, tmp_path: Path) -> tuple[WorkerProcess, WorkerProcess]:

@@ -6,14 +6,19 @@ re-delivered ``aggregate``, a cancel racing the summary, the submitter's last wr
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import pytest
 
-from orchestrator.runner import cancel, connect, wait
+from orchestrator.runner import IDLE_CHECKS, cancel, connect, wait
 from ragscore_workers import tasks
 from ragscore_workers.errors import StoreError
 from ragscore_workers.schemas import MetricResult, RunSummary, Suite
 from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.store import RunState, RunStore
+
+from ..support import RedisProcess
 
 KEYS = ["a", "b", "c", "d"]
 
@@ -86,6 +91,41 @@ def test_a_stalled_cancelled_run_gets_its_summary_and_stays_cancelled(cluster: s
     summary = wait(store, run, timeout_s=60, stall_s=0.5)
     assert summary.state == RunState.CANCELLED and store.state(run) == RunState.CANCELLED
     assert (summary.items, summary.scored) == (4, 2)
+
+
+class _Flickering(Exception):
+    """Ends the wait of :func:`test_a_stall_is_idle_at_consecutive_polls_not_at_polls_between_busy_ones`."""
+
+
+def test_a_stall_is_idle_at_consecutive_polls_not_at_polls_between_busy_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """wait() re-submits a stalled run once its broker is idle at IDLE_CHECKS polls in a row (not a lucky instant);
+    a poll that found work queued did not start the count again, so idle polls between busy ones (a message of the
+    run waiting, then taken, and so on) added up to a re-submission of work still under way. A message waits at every
+    other poll here (``check`` is called at the end of each)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        run = "t-state-flickering"
+        _half_scored(store, run)
+        store.set_meta(run, queues=["t-flicker"])  # a queue of the run that no worker serves
+        polls = iter(range(2 * IDLE_CHECKS + 2))  # idle at IDLE_CHECKS polls, one not idle between each two
+
+        def flicker() -> None:
+            poll = next(polls, None)
+            if poll is None:
+                raise _Flickering
+            if poll % 2:
+                store.broker.delete("t-flicker")
+            else:
+                store.broker.lpush("t-flicker", f"a message of {run}")
+
+        with caplog.at_level(logging.WARNING, logger="orchestrator.runner"), pytest.raises(_Flickering):
+            wait(store, run, timeout_s=120, stall_s=0.01, consumer_check_s=3600, check=flicker)
+        assert "re-submitting" not in caplog.text, caplog.text
+    finally:
+        server.stop()
 
 
 def test_wait_reports_a_cancelled_run_whose_summary_failed(store: RunStore) -> None:
