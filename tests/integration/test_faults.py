@@ -556,9 +556,9 @@ def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing
     (settled_orphans) wrote the summary without them. Orphans are now those two consecutive checks, a renewal apart,
     agree on: the worker's key is deleted once (it writes it again at its next renewal) before each call. The wait's
     progress note (what workers that are gone hold) read one check alone and named them while the wait kept them: it
-    reads the wait's watch now. A check long ago does not confirm a fresh one (ORPHAN_RECENT_S). A `ragscore status`
-    that finds no orphans does not say it checks again. Killed whole, its messages are orphans, and the note names
-    them."""
+    reads the wait's watch now. A `ragscore status` that finds no orphans does not say it checks again. Killed whole,
+    its messages are orphans, and the note names them; a check long ago (ORPHAN_RECENT_S) does not confirm a fresh
+    one."""
     from orchestrator import queues
     from orchestrator.queues import (
         ORPHAN_CONFIRM_S,
@@ -589,19 +589,18 @@ def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing
             key_missing()
             assert decides(store, sub.run_id)
         assert _held_note_of(store, sub.run_id, key_missing) == ""
-        monkeypatch.setattr(queues, "ORPHAN_RECENT_S", ORPHAN_CONFIRM_S + 1)  # not 3 times as long: a faster test
-        watch = OrphanWatch(store, sub.run_id)
-        key_missing()
-        assert watch.check().unconfirmed == 2
-        time.sleep(queues.ORPHAN_RECENT_S)  # the first check's orphans are no longer recent
-        key_missing()
-        found = watch.check()
-        assert (found.orphans, found.unconfirmed) == ([], 2), found
         alive = _cli(server, "status", sub.run_id)  # its worker answers: no orphans, no second check to say
         assert alive.returncode == 0 and "checking again" not in alive.stderr, alive.stderr
         kill_whole(worker)
         assert until(lambda: not held_by_live_workers(store, sub.run_id), 60), "the killed one's held by the living"
         assert len(settled_orphans(store, sub.run_id)) == 2
+        monkeypatch.setattr(queues, "ORPHAN_RECENT_S", ORPHAN_CONFIRM_S + 1)  # not 3 times as long: a faster test
+        watch = OrphanWatch(store, sub.run_id)
+        assert watch.check().unconfirmed == 2
+        time.sleep(queues.ORPHAN_RECENT_S)  # the first check's orphans are no longer recent
+        found = watch.check()
+        assert (found.orphans, found.unconfirmed) == ([], 2), found  # it starts afresh
+        assert len(watch.check().orphans) == 2  # the next, a renewal after it, confirms them
         said = _held_note_of(store, sub.run_id, lambda: None)
         assert said == "2 messages held by a worker that is gone, sent again at 3600 s without progress", said
     finally:
