@@ -133,8 +133,10 @@ HELD_ASK_S = 1.0
 #: Seconds at least between the starts of two checks of an :class:`OrphanWatch` where the first found orphans: a
 #: worker's key renewed late once (a GC pause, a loaded host) or gone for one read is renewed again by then.
 ORPHAN_CONFIRM_S = 2 * RENEW_S
-#: Seconds after its start that a check's orphans no longer confirm the next check's (:class:`OrphanWatch`): the
+#: Seconds after its end that a check's orphans no longer confirm the next check's (:class:`OrphanWatch`): the
 #: workers may have changed since (a stall long over, the run at work between), and the next check starts afresh.
+#: Timed from its end, and above ``ORPHAN_CONFIRM_S``: :meth:`OrphanWatch.confirmed`'s second check, begun within
+#: ``ORPHAN_CONFIRM_S`` of the first's end, is confirmed by it however long the first took (a loaded broker).
 ORPHAN_RECENT_S = 3 * ORPHAN_CONFIRM_S
 #: Seconds :func:`held_messages` watches the keys of the workers that did not answer for a renewal (each is renewed
 #: every ``RENEW_S``): a worker killed whole renews none.
@@ -312,26 +314,27 @@ class OrphanWatch:
     checks call it so: a worker too loaded to record a message it took within ``LISTED_AFTER_S`` (1 s) of its delivery
     (:meth:`~ragscore_workers.alive.AliveKey.may_hold`) has a key that does not list it, and one check calls it an
     orphan; the next reads that key renewed since, which lists it. So is a worker slow to renew its key (a GC pause, a
-    busy host): a check after one that found orphans begins ``ORPHAN_CONFIRM_S`` after it at the soonest, and one
-    begun more than ``ORPHAN_RECENT_S`` after it is confirmed by none (a stale check does not confirm a fresh one). A
-    message is known by its queue and delivery stamp (a re-delivery is another)."""
+    busy host): a check after one that found orphans begins ``ORPHAN_CONFIRM_S`` after it began at the soonest, and
+    one begun more than ``ORPHAN_RECENT_S`` after it ended is confirmed by none (a stale check does not confirm a fresh
+    one). A message is known by its queue and delivery stamp (a re-delivery is another)."""
 
     def __init__(self, store: RunStore, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         #: The orphans of the last check, by (queue, delivered_at).
         self._seen: set[tuple[str, float]] = set()
-        #: When the last check began (``time.monotonic()``).
-        self._began = -math.inf
+        #: When the last check began and ended (``time.monotonic()``).
+        self._began = self._ended = -math.inf
 
     def check(self) -> HeldMessages:
         """One check (:func:`held_messages`): its orphans those the last check called orphaned too, the others counted
         ``unconfirmed``."""
-        if time.monotonic() - self._began > ORPHAN_RECENT_S:
+        if time.monotonic() - self._ended > ORPHAN_RECENT_S:
             self._seen = set()  # too old to confirm this one: the workers may have changed since
         if self._seen:  # confirmed only by a check a renewal of the workers' keys later
             time.sleep(max(0.0, self._began + ORPHAN_CONFIRM_S - time.monotonic()))
         self._began = time.monotonic()
         found = held_messages(self.store, self.run_id)
+        self._ended = time.monotonic()
         seen, self._seen = self._seen, {(o.queue, o.delivered_at) for o in found.orphans}
         confirmed = [o for o in found.orphans if (o.queue, o.delivered_at) in seen]
         return replace(found, orphans=confirmed, unconfirmed=len(found.orphans) - len(confirmed))

@@ -557,8 +557,8 @@ def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing
     agree on: the worker's key is deleted once (it writes it again at its next renewal) before each call. The wait's
     progress note (what workers that are gone hold) read one check alone and named them while the wait kept them: it
     reads the wait's watch now. A `ragscore status` that finds no orphans does not say it checks again. Killed whole,
-    its messages are orphans, and the note names them; a check long ago (ORPHAN_RECENT_S) does not confirm a fresh
-    one."""
+    its messages are orphans, and the note names them; a check ended long ago (ORPHAN_RECENT_S) does not confirm a
+    fresh one, and a check that took longer than that is confirmed by the next all the same."""
     from orchestrator import queues
     from orchestrator.queues import (
         ORPHAN_CONFIRM_S,
@@ -597,10 +597,15 @@ def test_a_live_workers_messages_are_not_orphans_for_one_read_of_its_key_missing
         monkeypatch.setattr(queues, "ORPHAN_RECENT_S", ORPHAN_CONFIRM_S + 1)  # not 3 times as long: a faster test
         watch = OrphanWatch(store, sub.run_id)
         assert watch.check().unconfirmed == 2
-        time.sleep(queues.ORPHAN_RECENT_S)  # the first check's orphans are no longer recent
+        time.sleep(queues.ORPHAN_RECENT_S + 1)  # the first check's orphans are no longer recent
         found = watch.check()
         assert (found.orphans, found.unconfirmed) == ([], 2), found  # it starts afresh
         assert len(watch.check().orphans) == 2  # the next, a renewal after it, confirms them
+        # two asks nobody answers: checks of over 6 s, each longer than ORPHAN_RECENT_S
+        monkeypatch.setattr(queues, "HELD_ASK_S", (queues.ORPHAN_RECENT_S + 1) / 2)
+        found = OrphanWatch(store, sub.run_id).confirmed()
+        assert (len(found.orphans), found.unconfirmed) == (2, 0), found  # the second, at once, confirms the first's
+        monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
         said = _held_note_of(store, sub.run_id, lambda: None)
         assert said == "2 messages held by a worker that is gone, sent again at 3600 s without progress", said
     finally:

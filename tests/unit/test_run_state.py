@@ -6,19 +6,21 @@ re-delivered ``aggregate``, a cancel racing the summary, the submitter's last wr
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import pytest
 
-from orchestrator.runner import IDLE_CHECKS, cancel, connect, wait
+from orchestrator.runner import IDLE_CHECKS, cancel, connect, submit, wait
+from orchestrator.suite import load_suite
 from ragscore_workers import tasks
 from ragscore_workers.errors import StoreError
 from ragscore_workers.schemas import MetricResult, RunSummary, Suite
 from ragscore_workers.scoring import SKIPPED_MARK
 from ragscore_workers.store import RunState, RunStore
 
-from ..support import RedisProcess
+from ..support import RedisProcess, make_rows, write_jsonl
 
 KEYS = ["a", "b", "c", "d"]
 
@@ -101,28 +103,28 @@ def test_a_stall_is_idle_at_consecutive_polls_not_at_polls_between_busy_ones(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """wait() re-submits a stalled run once its broker is idle at IDLE_CHECKS polls in a row (not a lucky instant);
-    a poll that found work queued did not start the count again, so idle polls between busy ones (a message of the
-    run waiting, then taken, and so on) added up to a re-submission of work still under way. A message waits at every
-    other poll here (``check`` is called at the end of each)."""
+    a poll that found work queued did not start the count again, so idle polls between busy ones (the run's messages
+    waiting, then taken, and so on) added up to a re-submission of work still under way. A run submitted where no
+    worker serves its queue has its messages set aside at every other poll here (``check`` is called at the end of
+    each). Its own Redis: the session's has workers on the cpu queue."""
     server = RedisProcess(tmp_path / "redis").start()
     try:
         store = connect(server.url)
-        run = "t-state-flickering"
-        _half_scored(store, run)
-        store.set_meta(run, queues=["t-flicker"])  # a queue of the run that no worker serves
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(4)), load_suite({"metrics": ["exact_match"]}), store)
+        (queue,) = json.loads(store.meta(sub.run_id)["queues"])
+        aside = f"{queue}-aside"
         polls = iter(range(2 * IDLE_CHECKS + 2))  # idle at IDLE_CHECKS polls, one not idle between each two
 
         def flicker() -> None:
             poll = next(polls, None)
             if poll is None:
                 raise _Flickering
-            if poll % 2:
-                store.broker.delete("t-flicker")
-            else:
-                store.broker.lpush("t-flicker", f"a message of {run}")
+            taken, put = (queue, aside) if poll % 2 == 0 else (aside, queue)
+            if store.broker.exists(taken):
+                store.broker.rename(taken, put)
 
         with caplog.at_level(logging.WARNING, logger="orchestrator.runner"), pytest.raises(_Flickering):
-            wait(store, run, timeout_s=120, stall_s=0.01, consumer_check_s=3600, check=flicker)
+            wait(store, sub.run_id, timeout_s=120, stall_s=0.01, consumer_check_s=3600, check=flicker)
         assert "re-submitting" not in caplog.text, caplog.text
     finally:
         server.stop()
