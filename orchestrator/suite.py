@@ -19,6 +19,8 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import JudgeParams, Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
 
+from .suite_lines import NO_LINES, SuiteLines
+
 if TYPE_CHECKING:
     from ragscore_workers.metrics.registry import MetricDef
 
@@ -30,19 +32,21 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path) -> tuple[Any, SuiteLines]:
+    """The suite file at ``path`` as written, and where each of its keys and items is."""
     if not path.exists():
         raise ConfigError(f"Suite file not found: {path}{_what_a_suite_is(path)}")
     if not path.is_file():
         raise ConfigError(f"Suite {path} is not a file (give a suite's .yaml or .json)")
     text = path.read_text(encoding="utf-8")
     try:
-        return json.loads(text) if path.suffix.lower() == ".json" else _yaml(text, path)
+        data = json.loads(text) if path.suffix.lower() == ".json" else _yaml(text, path)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
                           f"{_trailing_comma(exc)}") from exc  # fmt: skip
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
+    return data, SuiteLines.of(path, text, data)
 
 
 def _what_a_suite_is(path: Path) -> str:
@@ -82,11 +86,11 @@ def _non_finite(value: Any, loc: tuple[Any, ...] = ()) -> tuple[Any, ...] | None
     return None
 
 
-def _problem(error: ErrorDetails, data: Any) -> str:
+def _problem(error: ErrorDetails, data: Any, lines: SuiteLines) -> str:
     """One of pydantic's errors as ``where: message``, where in ``data`` (the suite as written) as users count
-    (``metrics item 1 (exact_match)``); an unknown key with the known ones most like it (``judge.rmp: Extra inputs
-    are not permitted (did you mean 'rpm'?)``)."""
-    where = place(error["loc"], data) or "suite"
+    (``metrics item 1 (exact_match)``), after its line in the file (``lines``); an unknown key with the known ones most
+    like it (``judge.rmp: Extra inputs are not permitted (did you mean 'rpm'?)``)."""
+    where = lines.said(place(error["loc"], data) or "suite", error["loc"])
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
             return f"{where}: {error['msg']} ({did_you_mean(close)})"
@@ -124,10 +128,13 @@ def load_suite(
     unknown metric an UnknownMetricError; several a SuiteProblems, one a line): the schema's (every section's), then
     the metrics' and the targets' (each metric's, then those across them), then the budgets' and the gates'. A stage
     that fails stops there: the next needs what it checks (the metrics are resolved from a valid suite)."""
+    lines = NO_LINES
     if isinstance(source, Suite):
         data: Any = dict(source)  # validated again: a Suite changed by model_copy(update=...) skipped that
+    elif isinstance(source, (str, Path)):
+        data, lines = _read(Path(source))
     else:
-        data = _read(Path(source)) if isinstance(source, (str, Path)) else source
+        data = source
     if not isinstance(data, dict):
         raise ConfigError("A suite must be a mapping with a 'metrics' list")
     if judge_limits:
@@ -135,23 +142,27 @@ def load_suite(
     # warnings=False: a section model_copy(update=...) set as a dict (with_judge_limits) is dumped as it is, unwarned
     written = source.model_dump(warnings=False) if isinstance(source, Suite) else data
     if (where := _non_finite(written)) is not None:
-        raise ConfigError(f"Invalid suite: {place(where, written) or 'suite'}: a number must be finite (not .inf or "
-                          "NaN): the run keeps its suite as JSON, which cannot hold it")  # fmt: skip
+        said = lines.said(place(where, written) or "suite", where)
+        raise ConfigError(f"Invalid suite: {said}: a number must be finite (not .inf or NaN): the run keeps its "
+                          "suite as JSON, which cannot hold it")  # fmt: skip
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(_problem(e, data) for e in exc.errors())
+        problems = "; ".join(_problem(e, data, lines) for e in exc.errors())
         # from None: pydantic's own text shows each refused value (input_value=...), a credential among them, in
         # every traceback of this error (evaluate() in a notebook or a script); the problems are all said here.
         raise ConfigError(f"Invalid suite: {problems}") from None
-    resolved = _resolved(suite, data, judge_limits)
+    resolved = _resolved(suite, data, judge_limits, lines)
     shared = _share_prices(resolved) or _share_budgets(resolved)
     return resolved if shared is None else shared
 
 
-def _resolved(suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] | None) -> ResolvedSuite:
+def _resolved(
+    suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] | None, lines: SuiteLines
+) -> ResolvedSuite:
     """The suite's metrics resolved; its booleans read as numbers, its metrics' problems, ``--rpm`` ... without a
-    judge metric and its targets' response paths said together (:func:`raise_problems`)."""
+    judge metric and its targets' response paths said together (:func:`raise_problems`), each after its line in the
+    file (``lines``) where it has one."""
     problems: list[Problem] = []
     # a boolean read as a number (judge rpm: true ran at 1 request a minute); metric params are checked as resolved
     if booleans := booleans_read_as_numbers(data, suite):
@@ -164,7 +175,7 @@ def _resolved(suite: Suite, data: dict[str, Any], judge_limits: dict[str, int] |
     problems += _target_problems(suite)
     if resolved is not None:
         problems += _resolved_problems(resolved)
-    raise_problems(problems)
+    raise_problems(lines.placed(problems))
     assert resolved is not None  # no problem: resolve_suite returned
     return resolved
 

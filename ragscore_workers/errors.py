@@ -41,6 +41,7 @@ __all__ = [
     "SuiteProblems",
     "UnknownMetricError",
     "UnknownMetrics",
+    "flat_problems",
     "raise_problems",
 ]
 
@@ -128,11 +129,16 @@ def _said(problems: list[Problem]) -> list[tuple[str, str]]:
     return said
 
 
+def flat_problems(problems: Sequence[Problem]) -> list[Problem]:
+    """``problems``, those of a :class:`SuiteProblems` among them one by one."""
+    return [p for where, e in problems for p in (e.problems if isinstance(e, SuiteProblems) else [(where, e)])]
+
+
 def raise_problems(problems: Sequence[Problem], *, subject: str = "suite") -> None:
     """Raise nothing for no problems, a lone one as it is (its type and message unchanged), several as one
     :class:`SuiteProblems` of ``subject`` (those of a SuiteProblems among them each on its own line; an
     :class:`UnknownMetrics` where a metric is unknown)."""
-    flat = [p for where, e in problems for p in (e.problems if isinstance(e, SuiteProblems) else [(where, e)])]
+    flat = flat_problems(problems)
     if len(flat) == 1:
         where, error = flat[0]
         error.where = where or error.where

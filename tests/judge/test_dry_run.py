@@ -430,17 +430,20 @@ def _dry_run(data: Path, suite: Path, *args: str) -> subprocess.CompletedProcess
 
 def test_the_dry_run_names_every_metric_problem_of_the_suite_at_once(tmp_path: Path) -> None:
     """A suite with an unknown metric and another metric's bad param said only the first: the user fixed them one run
-    at a time. Both are said, one a line, each named by its place in the suite."""
+    at a time. Both are said, one a line, each named by its place in the suite after its file, line and column."""
     data = write_jsonl(tmp_path / "d.jsonl", _rows(2))
     suite = {"metrics": ["exact_mach", {"name": "rubric_judge", "params": {"max_tokens": "many"}}]}
-    (tmp_path / "s.json").write_text(json.dumps(suite))
+    (tmp_path / "s.json").write_text(json.dumps(suite, indent=1))
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert lines[0] == "Error: Invalid suite: 2 problems:", result.stderr
-    assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'. Did you mean 'exact_match'")
-    assert lines[2] == ("  metrics item 2 (rubric_judge): Bad params: max_tokens: Input should be a valid integer, "
-                        "unable to parse string as an integer")  # fmt: skip
+    assert lines[1].startswith(f"  {tmp_path / 's.json'} line 3 column 3: metrics item 1 (exact_mach): Unknown metric "
+                               "'exact_mach'. Did you mean 'exact_match'")  # fmt: skip
+    assert lines[2] == (
+        f"  {tmp_path / 's.json'} line 4 column 3: metrics item 2 (rubric_judge): Bad params: "
+        "max_tokens: Input should be a valid integer, unable to parse string as an integer"
+    )
 
 
 def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tmp_path: Path) -> None:

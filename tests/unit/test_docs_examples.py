@@ -195,19 +195,23 @@ MISTAKEN_SUITES: list[dict[str, Any]] = [
 ]
 
 
-def test_the_suite_errors_cli_md_quotes_are_the_ones_said() -> None:
+def test_the_suite_errors_cli_md_quotes_are_the_ones_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each message (a code span with a space) of docs/cli.md's "The suite file" is part of what loading one of
-    :data:`MISTAKEN_SUITES` says, its closing ``...`` standing for the rest (it showed
-    ``metrics item 2 (recall_at_k).params.k item 1: ...``, where the message is ``...: Bad params: k item 1: ...``)."""
+    :data:`MISTAKEN_SUITES` says, as a dict or written to ``t.yaml``, its closing ``...`` standing for the rest (it
+    showed ``metrics item 2 (recall_at_k).params.k item 1: ...``, where the message is ``...: Bad params: k item 1:
+    ...``)."""
     from ragscore_workers.errors import ConfigError
 
     section = (ROOT / "docs" / "cli.md").read_text().split("\n### The suite file\n", 1)[1].split("\n## ", 1)[0]
     quoted = [" ".join(span.split()).removesuffix("...").strip() for span in re.findall(r"`([^`]+)`", section)]
+    monkeypatch.chdir(tmp_path)
     said = []
     for suite in MISTAKEN_SUITES:
-        with pytest.raises(ConfigError) as info:
-            load_suite(suite)
-        said.append(" ".join(str(info.value).split()))
+        Path("t.yaml").write_text(yaml.safe_dump(suite))
+        for given in (suite, Path("t.yaml")):
+            with pytest.raises(ConfigError) as info:
+                load_suite(given)
+            said.append(" ".join(str(info.value).split()))
     assert [quote for quote in quoted if " " in quote and not any(quote in text for text in said)] == []
 
 

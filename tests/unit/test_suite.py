@@ -20,6 +20,36 @@ def test_unknown_metric_suggests_close_names() -> None:
     assert "Known metrics:" in str(info.value) and "recall_at_k" in str(info.value)
 
 
+def test_every_problem_of_a_suite_file_names_its_line_and_column_a_dicts_keeps_its_wording(tmp_path: Path) -> None:
+    """A problem of a suite file said its place as ``metrics item 2`` alone, which the user counted out in the file:
+    each now begins with the file, line and column of the key or item at fault, its hint kept; the same suite given
+    as a dict is said as before (it has no lines)."""
+    path = tmp_path / "t.yaml"
+    path.write_text("name: t\nmetrics:\n  - exact_macth\n")
+    with pytest.raises(UnknownMetricError, match=rf"^{re.escape(str(path))} line 3 column 5: Unknown metric "
+                       r"'exact_macth'\. Did you mean 'exact_match'\?"):  # fmt: skip
+        load_suite(path)
+    path.write_text("name: t\nmetrics:\n  - exact_macth\n  - name: recall_at_k\n    params: {k: [0]}\n"
+                    "judge:\n  rmp: 3\n")  # fmt: skip
+    with pytest.raises(ConfigError, match=rf"^Invalid suite: {re.escape(str(path))} line 7 column 3: judge\.rmp: "
+                       r"Extra inputs are not permitted \(did you mean 'rpm'"):  # fmt: skip
+        load_suite(path)
+    path.write_text("name: t\nmetrics:\n  - exact_macth\n  - name: recall_at_k\n    params: {k: [0]}\n")
+    with pytest.raises(SuiteProblems) as info:
+        load_suite(path)
+    assert str(info.value).splitlines()[1:] == [
+        f"  {path} line 3 column 5: metrics item 1 (exact_macth): Unknown metric 'exact_macth'. Did you mean "
+        f"'exact_match'? Known metrics: {', '.join(info.value.errors[0].known)}.",  # type: ignore[attr-defined]
+        f"  {path} line 4 column 5: metrics item 2 (recall_at_k): Bad params: k: every k must be >= 1",
+    ]
+    json_path = tmp_path / "t.json"
+    json_path.write_text('{"name": "t",\n "metrics": [\n   "exact_macth"]}\n')
+    with pytest.raises(UnknownMetricError, match=rf"^{re.escape(str(json_path))} line 3 column 4: Unknown metric"):
+        load_suite(json_path)
+    with pytest.raises(UnknownMetricError, match=r"^Unknown metric 'exact_macth'\. Did you mean 'exact_match'\?"):
+        load_suite({"name": "t", "metrics": ["exact_macth"]})
+
+
 def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
     """An unknown metric and another's bad param: only the first was said, so the user fixed them one run at a time.
     Several are one SuiteProblems (a ConfigError), one a line, each named by its place; a lone one is raised as it
@@ -809,7 +839,7 @@ def test_an_even_pace_without_rpm_is_refused_naming_its_place_and_the_fix(
     default) it paced nothing and said nothing. Refused when the suite is read, the place and the fix said."""
     path = tmp_path / "suite.yaml"
     path.write_text(f"metrics: [exact_match]\n{section}\n")
-    with pytest.raises(ConfigError, match=f"Invalid suite: {where}"):
+    with pytest.raises(ConfigError, match=f"Invalid suite: {re.escape(str(path))} line 2 column [0-9]+: {where}"):
         load_suite(path)
     with pytest.raises(ConfigError, match="even holds requests to ceil.rpm / 60. a second, and rpm is not set: set"):
         load_suite(path)
