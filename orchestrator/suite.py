@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from ragscore_workers.counts import close_names, did_you_mean, place
+from ragscore_workers.counts import close_names, did_you_mean
 from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
@@ -90,7 +90,7 @@ def _problem(error: ErrorDetails, data: Any, lines: SuiteLines) -> str:
     """One of pydantic's errors as ``where: message``, where in ``data`` (the suite as written) as users count
     (``metrics item 1 (exact_match)``), after its line in the file (``lines``); an unknown key with the known ones most
     like it (``judge.rmp: Extra inputs are not permitted (did you mean 'rpm'?)``)."""
-    where = lines.said(place(error["loc"], data) or "suite", error["loc"])
+    where = lines.place(error["loc"], data) or "suite"
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
             return f"{where}: {error['msg']} ({did_you_mean(close)})"
@@ -142,7 +142,7 @@ def load_suite(
     # warnings=False: a section model_copy(update=...) set as a dict (with_judge_limits) is dumped as it is, unwarned
     written = source.model_dump(warnings=False) if isinstance(source, Suite) else data
     if (where := _non_finite(written)) is not None:
-        said = lines.said(place(where, written) or "suite", where)
+        said = lines.place(where, written) or "suite"
         raise ConfigError(f"Invalid suite: {said}: a number must be finite (not .inf or NaN): the run keeps its "
                           "suite as JSON, which cannot hold it")  # fmt: skip
     try:
@@ -165,7 +165,7 @@ def _resolved(
     file (``lines``) where it has one."""
     problems: list[Problem] = []
     # a boolean read as a number (judge rpm: true ran at 1 request a minute); metric params are checked as resolved
-    if booleans := booleans_read_as_numbers(data, suite):
+    if booleans := booleans_read_as_numbers(data, suite, lines.place):
         problems.append(("", ConfigError(f"Invalid suite: {'; '.join(booleans)}")))
     resolved = _checked(problems, resolve_suite, suite)
     if resolved is not None and judge_limits and not any(m.queue == Queue.JUDGE for m, _ in resolved.metrics):
@@ -174,21 +174,25 @@ def _resolved(
         )
     problems += _target_problems(suite)
     if resolved is not None:
-        problems += _resolved_problems(resolved)
+        problems += _resolved_problems(resolved, lines)
     raise_problems(lines.placed(problems))
     assert resolved is not None  # no problem: resolve_suite returned
     return resolved
 
 
-def _resolved_problems(resolved: ResolvedSuite) -> list[Problem]:
+def _resolved_problems(resolved: ResolvedSuite, lines: SuiteLines) -> list[Problem]:
     """The problems of resolved metrics with the suite: a model given two prices, a budget two values, ``max_cost``
-    without a price, gates on outputs the suite does not write."""
+    without a price, gates on outputs the suite does not write (each named after its line in the file)."""
     problems = _price_problems(resolved) + _budget_problems(resolved)
     _checked(problems, _check_cost_budgets, resolved)
     if resolved.suite.gates:
         from .gates import check_gate_names, named_by_place
 
-        _checked(problems, check_gate_names, named_by_place(resolved.suite.gates), resolved.outputs())
+        named = [
+            (lines.said(name, ("gates", i)), gate)
+            for i, (name, gate) in enumerate(named_by_place(resolved.suite.gates))
+        ]
+        _checked(problems, check_gate_names, named, resolved.outputs())
     return problems
 
 

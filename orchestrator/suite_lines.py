@@ -52,6 +52,10 @@ class SuiteLines:
         """``where`` (``judge.rmp``) after the line of ``loc``: ``t.yaml line 5 column 9: judge.rmp``."""
         return f"{at}: {where}" if (at := self.at(loc)) else where
 
+    def place(self, loc: Loc, data: Any) -> str:
+        """:func:`place` of ``loc`` in ``data``, after its line (:meth:`said`)."""
+        return self.said(place(loc, data), loc)
+
     def placed(self, problems: list[Problem]) -> list[Problem]:
         """``problems`` (those of a :class:`SuiteProblems` among them one by one), each place that is a key or item of
         the file (``metrics item 1 (exact_mach)``) said after its line; a lone one's message then begins with its line

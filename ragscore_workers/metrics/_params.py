@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -11,15 +12,18 @@ from ..counts import place
 __all__ = ["booleans_read_as_numbers"]
 
 
-def booleans_read_as_numbers(raw: Any, parsed: BaseModel) -> list[str]:
+def booleans_read_as_numbers(
+    raw: Any, parsed: BaseModel, where: Callable[[tuple[Any, ...], Any], str] = place
+) -> list[str]:
     """``"LOC: Input should be a number, not a boolean (true)"`` for each boolean of ``raw`` that ``parsed`` (the
     model validated from it) holds as a number: pydantic reads ``true`` as 1 for ``int`` and ``float`` fields, so
-    ``threshold: yes`` in YAML ran at 1.0. Booleans kept as booleans (flags, a JSON schema's ``false``) pass."""
+    ``threshold: yes`` in YAML ran at 1.0. Booleans kept as booleans (flags, a JSON schema's ``false``) pass. LOC is
+    ``where(loc, raw)`` (:func:`place`; a suite file's with its line)."""
     try:  # names and aliases both, as either may be what was written
         held = {**parsed.model_dump(warnings=False), **parsed.model_dump(by_alias=True, warnings=False)}
     except Exception:  # a plug-in's field that cannot be dumped: nothing to compare against
         return []
-    return [f"{place(loc, raw)}: Input should be a number, not a boolean ({str(value).lower()})"
+    return [f"{where(loc, raw)}: Input should be a number, not a boolean ({str(value).lower()})"
             for loc, value in _numbers_from_booleans(raw, held, ())]  # fmt: skip
 
 

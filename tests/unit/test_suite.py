@@ -42,6 +42,14 @@ def test_every_problem_of_a_suite_file_names_its_line_and_column_a_dicts_keeps_i
         f"'exact_match'? Known metrics: {', '.join(info.value.errors[0].known)}.",  # type: ignore[attr-defined]
         f"  {path} line 4 column 5: metrics item 2 (recall_at_k): Bad params: k: every k must be >= 1",
     ]
+    path.write_text("metrics:\n  - recall_at_k\ngates:\n  - mrrr=0.5\njudge:\n  rpm: true\n")
+    with pytest.raises(SuiteProblems) as info:
+        load_suite(path)
+    assert str(info.value).splitlines()[1:] == [
+        f"  {path} line 6 column 3: judge.rpm: Input should be a number, not a boolean (true)",
+        f"  {path} line 4 column 5: gates item 1 (mrrr) names 'mrrr', which the suite does not produce. Did you mean "
+        "'mrr'? The suite's outputs: recall_at_1, recall_at_5, mrr.",
+    ]
     json_path = tmp_path / "t.json"
     json_path.write_text('{"name": "t",\n "metrics": [\n   "exact_macth"]}\n')
     with pytest.raises(UnknownMetricError, match=rf"^{re.escape(str(json_path))} line 3 column 4: Unknown metric"):
