@@ -38,6 +38,7 @@ from .terminal import (
     report_command,
     results_command,
     resume_command,
+    say_logged_warnings,
     shown,
     summary_commands,
     write_to_nowhere,
@@ -1945,6 +1946,7 @@ def main() -> None:
     """Console entry point: clear messages and exit codes instead of tracebacks."""
     import click
 
+    say_logged_warnings()
     try:
         code = app(standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort, typer.Abort):

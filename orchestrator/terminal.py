@@ -9,6 +9,7 @@ moves the cursor over earlier lines, hides text (``ESC[8m``), sets the window ti
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
@@ -35,6 +36,7 @@ __all__ = [
     "report_command",
     "results_command",
     "resume_command",
+    "say_logged_warnings",
     "shown",
     "status_command",
     "summary_commands",
@@ -215,3 +217,26 @@ def print_warning(text: str) -> None:
     """Say ``text`` on stderr as the command line says each of its warnings: ``Warning: TEXT`` in yellow, never
     wrapped (a line a script or a test can find whole), never read as rich markup."""
     TerminalConsole(stderr=True, markup=False).print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
+
+
+class WarningsSaid(logging.Handler):
+    """Says what ragscore's packages log in the command line's process: a warning as its other warnings
+    (:func:`print_warning`), anything else as Python said it with no handler (the message alone on stderr). Without it
+    a logged warning (``cannot reach Redis ...; retrying for about 20 s``) lacked the others' ``Warning:``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.levelno == logging.WARNING:
+                print_warning(self.format(record))
+            elif logging.lastResort is not None:
+                logging.lastResort.handle(record)
+        except Exception:
+            self.handleError(record)
+
+
+def say_logged_warnings() -> None:
+    """Have the warnings ragscore's packages log said as the command line's (:class:`WarningsSaid`), once."""
+    for name in ("orchestrator", "ragscore_workers"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, WarningsSaid) for h in logger.handlers):
+            logger.addHandler(WarningsSaid(logging.WARNING))
