@@ -996,13 +996,15 @@ def _stopping_note(interrupted: bool, calls: list[str]) -> str:
 
 
 def _calling(store: RunStore, run_id: str) -> list[str]:
-    """The queues of the run whose calls its workers end before they stop (``judge``, ``target``); none where the
-    store cannot say."""
+    """The queues of the run with work left whose calls its workers end before they stop (``judge``, ``target``): a
+    resume of a run whose judging is all done has no judge call under way; none where the store cannot say."""
     try:
         counters = store.progress(run_id)
     except redis.RedisError:
         return []
-    return [queue for queue in ("judge", "target") if counters.get(f"total:{queue}")]
+    return [
+        queue for queue in ("judge", "target") if counters.get(f"total:{queue}", 0) > counters.get(f"done:{queue}", 0)
+    ]
 
 
 class _Outage:

@@ -3,6 +3,7 @@ fake provider): the run says so and exits as it should, and ``--resume`` judges 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -485,3 +486,44 @@ def test_a_second_ctrl_c_while_the_workers_stop_stops_them_at_once_and_the_resum
         resumed = _cli("run", "--resume", out, home=home)
     assert resumed.returncode == 0, resumed.stderr
     assert [i["score"] for i in _items(out)] == [1.0] * len(ROWS)
+
+
+def test_ctrl_c_of_a_resume_whose_judging_is_all_done_names_no_judge_calls(
+    tmp_path: Path, home: Path, keys: str, model: str
+) -> None:
+    """A resume of a run whose judge work was all done, stopped by Ctrl-C, still said "the judge calls under way end
+    and are kept" (the note read that the run has a judge queue, not that it has work left there): its workers score
+    the slow cpu metric alone, which the note now says is cut short."""
+    rows = [{**row, "metadata": {"sleep_ms": 1500}} for row in ROWS]
+    data, out = write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "out"
+    suite = tmp_path / "suite.json"
+    env = {**os.environ, "RAGSCORE_HOME": str(home), "COLUMNS": "250", "RAGSCORE_PLUGINS": "tests.plugins.slow"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    with FakeProvider(api_key=keys) as fake:
+        judge = {"model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+        metrics = [{"name": "answer_accuracy", "params": {"attempts": 1}}, "slow_exact"]
+        suite.write_text(json.dumps({"metrics": metrics, "chunk_size": {"judge": 8, "cpu": 1}, "judge": judge}))
+        first = interruptible(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out", str(out)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        # every judge call sent: a Ctrl-C keeps the calls under way, so the judging is all done once it stopped
+        assert until(lambda: fake.stats().get("requests", 0) >= 16 or first.poll() is not None, 120)
+        first.send_signal(signal.SIGINT)
+        _, stderr = first.communicate(timeout=120)
+        assert first.returncode == 130, stderr
+        status = " ".join(_cli("status", out, home=home).stdout.split())
+        assert "│ judge │ 8 │ 0 │ 8 │ 100.0 │" in status, status  # scored, stopped, total: the judging is all done
+        resumed = interruptible(
+            [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert resumed.stderr is not None
+        said = "".join(itertools.takewhile(lambda line: "item×metric outputs (" not in line, resumed.stderr))
+        assert resumed.poll() is None, said  # followed: its first progress line was read
+        resumed.send_signal(signal.SIGINT)
+        _, stderr = resumed.communicate(timeout=120)
+    assert resumed.returncode == 130, said + stderr
+    assert "judge calls under way" not in stderr, stderr
+    assert ("stopping the workers (up to 15 s; Ctrl-C again to stop at once): what they are scoring is cut short; the "
+            "resume scores it again") in stderr, stderr  # fmt: skip
