@@ -297,38 +297,42 @@ def submit(
         queues = [q for q in QUEUE_ORDER if q in needed]
         items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
         planned = None if planning is None else judge_calls_planned(planning.finish(scan.rows))
-        store.create_run(
-            run_id,
-            {
-                "state": RunState.SUBMITTING,
-                "suite": resolved.suite.model_dump_json(),
-                # which judge limits are the defaults: the stored suite sets them all (its wait note says so)
-                "judge_defaulted_limits": ",".join(resolved.suite.judge.defaulted_limits),
-                "dataset": str(dataset.resolve()),
-                "format": recorded_format or detect_format(dataset, fmt_options, caller),
-                "format_options": json.dumps(fmt_options),
-                "items": items,
-                "failed_rows": scan.failed,
-                "queues": json.dumps(queues),
-                "submitted_at": started,
-                "shard_rows": shard_rows,
-                "generation": 0,
-                "job": "{}",  # no gate options, until run() notes its own: no job is an older ragscore's run
-                **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
-                **({"judge_calls_planned": planned} if planned is not None else {}),
-            },
-        )
-        # cancelled on the raw error, then said
-        with _said_cut_off(run_id, broker=broker), _cancelled_on_failure(store, run_id):
-            store.add_failed_rows(run_id, bad)
-            if on_validated is not None:
-                on_validated(queues)
-            n_tasks = n_shards = 0
-            for index, shard in enumerate(spool):
-                _send_shard(store, run_id, index, shard)
-                n_tasks += shard.tasks
-                n_shards += 1
-                ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
+        n_tasks = n_shards = 0
+        try:
+            store.create_run(
+                run_id,
+                {
+                    "state": RunState.SUBMITTING,
+                    "suite": resolved.suite.model_dump_json(),
+                    # which judge limits are the defaults: the stored suite sets them all (its wait note says so)
+                    "judge_defaulted_limits": ",".join(resolved.suite.judge.defaulted_limits),
+                    "dataset": str(dataset.resolve()),
+                    "format": recorded_format or detect_format(dataset, fmt_options, caller),
+                    "format_options": json.dumps(fmt_options),
+                    "items": items,
+                    "failed_rows": scan.failed,
+                    "queues": json.dumps(queues),
+                    "submitted_at": started,
+                    "shard_rows": shard_rows,
+                    "generation": 0,
+                    "job": "{}",  # no gate options, until run() notes its own: no job is an older ragscore's run
+                    **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
+                    **({"judge_calls_planned": planned} if planned is not None else {}),
+                },
+            )
+            # cancelled on the raw error, then said
+            with _said_cut_off(run_id, broker=broker), _cancelled_on_failure(store, run_id):
+                store.add_failed_rows(run_id, bad)
+                if on_validated is not None:
+                    on_validated(queues)
+                for index, shard in enumerate(spool):
+                    _send_shard(store, run_id, index, shard)
+                    n_tasks += shard.tasks
+                    n_shards += 1
+                    ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
+        except KeyboardInterrupt:  # said before the resume command its caller says
+            ticker.say(_interrupted_sending(min(n_shards * shard_rows, scan.rows), scan.rows))
+            raise
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
     if store.claim_finalize(run_id):
@@ -400,6 +404,13 @@ class _Ticker:
             return f" ({rate:,.0f} rows/s)"
         eta = f"{(total - done) / rate:.0f}s" if rate > 0 else "?"
         return f" ({rate:,.0f} rows/s, ETA {eta})"
+
+
+def _interrupted_sending(sent: int, rows: int) -> str:
+    """What a stop (Ctrl-C) while a new run's rows were sent does with those sent: the run is cancelled, so its workers
+    skip what they did not score, and what they scored is kept (its caller then says how to resume, where it can)."""
+    return (f"interrupted while sending the rows ({counted_of(sent, rows, 'row')} sent): the run is cancelled: its "
+            "workers skip the rows sent and not scored yet, and what they scored is kept")  # fmt: skip
 
 
 @contextmanager

@@ -612,6 +612,27 @@ def test_ctrl_c_while_a_run_without_judge_or_target_is_followed_says_what_its_wo
             "resume scores it again") in stderr, stderr  # fmt: skip
 
 
+def test_ctrl_c_while_the_rows_are_sent_says_what_becomes_of_those_sent(tmp_path: Path, home: Path) -> None:
+    """A Ctrl-C while a run's rows were sent said only "finish it later": nothing of the rows already sent. The run is
+    cancelled (its workers skip what they did not score), what was scored is kept: said so, then the resume."""
+    proc = _start_run(tmp_path, home, 30000)
+    assert proc.stderr is not None
+    said = "".join(itertools.takewhile(lambda line: "sending them to the queues" not in line, proc.stderr))
+    _until_recorded(tmp_path / "o")  # named in run.json just before its first row is sent: a resume finds it
+    assert proc.poll() is None, said
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 130, said + stderr
+    said = " ".join(stderr.split())
+    assert re.search(
+        r"interrupted while sending the rows \([0-9,]+ of 30,000 rows sent\): the run is cancelled: its "
+        "workers skip the rows sent and not scored yet, and what they scored is kept",
+        said,
+    ), said
+    assert f"finish it later (what was scored is kept): `ragscore run --resume {tmp_path / 'o'}`" in said, said
+    assert "stopping the workers" not in said, said  # the run's wait never began
+
+
 def test_the_run_list_says_an_embedded_run_whose_process_was_killed_is_interrupted(tmp_path: Path, home: Path) -> None:
     """Listed as ``running`` for ever: only the single-run view said no progress was made."""
     out = tmp_path / "o"
