@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import os
 import queue
@@ -45,6 +46,17 @@ def interruptible(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(args, **popen)`` for a child a test sends SIGINT (Ctrl-C) to: it gets it whatever the
     test's own SIGINT disposition (an exec wrapper, not ``preexec_fn``: safe beside the tests' threads)."""
     return subprocess.Popen([sys.executable, "-c", _SIGINT_DEFAULT, *args], **popen)
+
+
+def interrupted_once_said(proc: subprocess.Popen[str], said: str, timeout: float = 240) -> str:
+    """Ctrl-C ``proc`` (an :func:`interruptible` child, its stderr piped) once its stderr has a line holding ``said``
+    (it must still run then); everything it wrote on stderr once it ended."""
+    assert proc.stderr is not None
+    before = "".join(itertools.takewhile(lambda line: said not in line, proc.stderr))
+    assert proc.poll() is None, before
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=timeout)
+    return before + rest
 
 
 def until(check: Callable[[], bool], timeout: float) -> bool:

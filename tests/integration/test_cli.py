@@ -31,6 +31,7 @@ from ..support import (
     celery_workers,
     closed_port,
     command_line,
+    interrupted_once_said,
     interruptible,
     make_rows,
     stop_worker_command,
@@ -602,12 +603,8 @@ def test_ctrl_c_while_a_run_without_judge_or_target_is_followed_says_what_its_wo
     are kept", of calls it has none of, and not that what its workers score is cut short (docs/cli.md): it says
     that now."""
     proc = _start_run(tmp_path, home, 10000)
-    assert proc.stderr is not None
-    said = "".join(itertools.takewhile(lambda line: "item×metric outputs (" not in line, proc.stderr))
-    assert proc.poll() is None, said  # followed: its first progress line was read
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=240)
-    assert proc.returncode == 130, said + stderr
+    stderr = interrupted_once_said(proc, "item×metric outputs (")  # followed: its first progress line was read
+    assert proc.returncode == 130, stderr
     assert ("stopping the workers (up to 15 s; Ctrl-C again to stop at once): what they are scoring is cut short; the "
             "resume scores it again") in stderr, stderr  # fmt: skip
 

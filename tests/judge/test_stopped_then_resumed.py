@@ -3,7 +3,6 @@ fake provider): the run says so and exits as it should, and ``--resume`` judges 
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..fakes import FakeProvider
-from ..support import ROOT, interruptible, until, write_jsonl
+from ..support import ROOT, interrupted_once_said, interruptible, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -518,12 +517,8 @@ def test_ctrl_c_of_a_resume_whose_judging_is_all_done_names_no_judge_calls(
             [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        assert resumed.stderr is not None
-        said = "".join(itertools.takewhile(lambda line: "item×metric outputs (" not in line, resumed.stderr))
-        assert resumed.poll() is None, said  # followed: its first progress line was read
-        resumed.send_signal(signal.SIGINT)
-        _, stderr = resumed.communicate(timeout=120)
-    assert resumed.returncode == 130, said + stderr
+        stderr = interrupted_once_said(resumed, "item×metric outputs (", 120)  # followed: its first progress line
+    assert resumed.returncode == 130, stderr
     assert "judge calls under way" not in stderr, stderr
     assert ("stopping the workers (up to 15 s; Ctrl-C again to stop at once): what they are scoring is cut short; the "
             "resume scores it again") in stderr, stderr  # fmt: skip
