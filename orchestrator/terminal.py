@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shlex
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, TypedDict
@@ -215,8 +216,16 @@ def _with_broker(command: str, broker: str | None) -> str:
 
 def print_warning(text: str) -> None:
     """Say ``text`` on stderr as the command line says each of its warnings: ``Warning: TEXT`` in yellow, never
-    wrapped (a line a script or a test can find whole), never read as rich markup."""
-    TerminalConsole(stderr=True, markup=False).print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
+    wrapped (a line a script or a test can find whole), never read as rich markup. Written to ``sys.stderr`` as it is
+    then: a live progress display (rich's, which a console writes past onto its line) puts it on a line above it."""
+    console = TerminalConsole(stderr=True, markup=False)
+    with console.capture() as said:
+        console.print(f"Warning: {text}", style="yellow", markup=False, soft_wrap=True)
+    try:
+        sys.stderr.write(said.get())
+        sys.stderr.flush()
+    except BrokenPipeError:  # its reader went away: the command goes on, unwatched
+        write_to_nowhere(sys.stderr)
 
 
 class WarningsSaid(logging.Handler):
