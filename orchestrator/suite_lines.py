@@ -30,10 +30,11 @@ class SuiteLines:
     @classmethod
     def of(cls, path: Path, text: str, data: Any) -> SuiteLines:
         """The lines of the suite file ``path`` holding ``text``, which reads as ``data``."""
-        loader = yaml.SafeLoader(text)
+        # a tab, which YAML refuses as indentation, is only whitespace in a JSON text (a string holds it escaped)
+        loader = yaml.SafeLoader(text.replace("\t", " ") if path.suffix.lower() == ".json" else text)
         try:
             node = loader.get_single_node()
-            marks = dict(_marks(loader, node, ())) if node is not None else {}
+            marks = dict(_marks(loader, node, (), set())) if node is not None else {}
         except yaml.YAMLError:
             marks = {}
         finally:
@@ -70,18 +71,25 @@ class SuiteLines:
 NO_LINES = SuiteLines()
 
 
-def _marks(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc) -> Iterator[tuple[Loc, tuple[int, int]]]:
-    """``(loc, (line, column))`` of every key and list item under ``node``, counted from 1."""
+def _marks(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, tuple[int, int]]]:
+    """``(loc, (line, column))`` of every key and list item under ``node``, counted from 1. A node an alias repeats
+    (``*base``) is gone through once, where its anchor is: its keys' problems elsewhere name the alias's place (and a
+    few nested aliases cannot make millions); a merge key's (``<<: *base``) keys are the mapping's own there."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = loader.construct_object(key_node, deep=True)
             if isinstance(key, (str, int)):
                 yield (*loc, key), _mark(key_node)
-                yield from _marks(loader, value, (*loc, key))
+                yield from _marks(loader, value, (*loc, key), seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             yield (*loc, index), _mark(item)
-            yield from _marks(loader, item, (*loc, index))
+            yield from _marks(loader, item, (*loc, index), seen)
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:

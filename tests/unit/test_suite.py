@@ -58,6 +58,24 @@ def test_every_problem_of_a_suite_file_names_its_line_and_column_a_dicts_keeps_i
         load_suite({"name": "t", "metrics": ["exact_macth"]})
 
 
+def test_a_suite_files_merge_keys_and_a_json_suites_tabs_keep_its_lines(tmp_path: Path) -> None:
+    """A YAML merge key (``<<: *recall``) made every problem of the file lose its line, and so did a JSON suite
+    indented with tabs (YAML, which reads its lines, refuses them as indentation): both name their lines."""
+    path = tmp_path / "t.yaml"
+    path.write_text("metrics:\n  - exact_macth\n  - &recall\n    name: recall_at_k\n    params: {k: [1]}\n"
+                    "  - <<: *recall\n    params: {k: [0]}\n")  # fmt: skip
+    with pytest.raises(SuiteProblems) as info:
+        load_suite(path)
+    assert [line.split(": metrics item")[0] for line in str(info.value).splitlines()[1:3]] == [
+        f"  {path} line 2 column 5",
+        f"  {path} line 6 column 5",
+    ], str(info.value)
+    json_path = tmp_path / "t.json"
+    json_path.write_text('{\n\t"metrics": [\n\t\t"exact_macth"\n\t]\n}\n')
+    with pytest.raises(UnknownMetricError, match=rf"^{re.escape(str(json_path))} line 3 column 3: Unknown metric"):
+        load_suite(json_path)
+
+
 def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
     """An unknown metric and another's bad param: only the first was said, so the user fixed them one run at a time.
     Several are one SuiteProblems (a ConfigError), one a line, each named by its place; a lone one is raised as it
