@@ -297,29 +297,29 @@ def submit(
         queues = [q for q in QUEUE_ORDER if q in needed]
         items = scan.rows * max(1, len(resolved.targets))  # every question asked of every target
         planned = None if planning is None else judge_calls_planned(planning.finish(scan.rows))
+        store.create_run(
+            run_id,
+            {
+                "state": RunState.SUBMITTING,
+                "suite": resolved.suite.model_dump_json(),
+                # which judge limits are the defaults: the stored suite sets them all (its wait note says so)
+                "judge_defaulted_limits": ",".join(resolved.suite.judge.defaulted_limits),
+                "dataset": str(dataset.resolve()),
+                "format": recorded_format or detect_format(dataset, fmt_options, caller),
+                "format_options": json.dumps(fmt_options),
+                "items": items,
+                "failed_rows": scan.failed,
+                "queues": json.dumps(queues),
+                "submitted_at": started,
+                "shard_rows": shard_rows,
+                "generation": 0,
+                "job": "{}",  # no gate options, until run() notes its own: no job is an older ragscore's run
+                **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
+                **({"judge_calls_planned": planned} if planned is not None else {}),
+            },
+        )
         n_tasks = n_shards = 0
         try:
-            store.create_run(
-                run_id,
-                {
-                    "state": RunState.SUBMITTING,
-                    "suite": resolved.suite.model_dump_json(),
-                    # which judge limits are the defaults: the stored suite sets them all (its wait note says so)
-                    "judge_defaulted_limits": ",".join(resolved.suite.judge.defaulted_limits),
-                    "dataset": str(dataset.resolve()),
-                    "format": recorded_format or detect_format(dataset, fmt_options, caller),
-                    "format_options": json.dumps(fmt_options),
-                    "items": items,
-                    "failed_rows": scan.failed,
-                    "queues": json.dumps(queues),
-                    "submitted_at": started,
-                    "shard_rows": shard_rows,
-                    "generation": 0,
-                    "job": "{}",  # no gate options, until run() notes its own: no job is an older ragscore's run
-                    **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
-                    **({"judge_calls_planned": planned} if planned is not None else {}),
-                },
-            )
             # cancelled on the raw error, then said
             with _said_cut_off(run_id, broker=broker), _cancelled_on_failure(store, run_id):
                 store.add_failed_rows(run_id, bad)
@@ -330,7 +330,7 @@ def submit(
                     n_tasks += shard.tasks
                     n_shards += 1
                     ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
-        except KeyboardInterrupt:  # said before the resume command its caller says
+        except KeyboardInterrupt:  # said once the run is cancelled, before the resume command its caller says
             ticker.say(_interrupted_sending(min(n_shards * shard_rows, scan.rows), scan.rows))
             raise
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
