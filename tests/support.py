@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import itertools
 import json
 import os
 import queue
@@ -52,7 +51,7 @@ def interrupted_once_said(proc: subprocess.Popen[str], said: str, timeout: float
     """Ctrl-C ``proc`` (an :func:`interruptible` child, its stderr piped) once its stderr has a line holding ``said``
     (it must still run then); everything it wrote on stderr once it ended."""
     assert proc.stderr is not None
-    before = "".join(itertools.takewhile(lambda line: said not in line, proc.stderr))
+    before = "".join(line for line in lines_until(proc.stderr, said, timeout) if said not in line)
     assert proc.poll() is None, before
     proc.send_signal(signal.SIGINT)
     _, rest = proc.communicate(timeout=timeout)
@@ -78,6 +77,23 @@ def next_line(stream: IO[str], timeout: float) -> str:
         return lines.get(timeout=timeout)
     except queue.Empty:
         raise AssertionError(f"no line read within {timeout} s") from None
+
+
+def lines_until(stream: IO[str], said: str, timeout: float) -> list[str]:
+    """The lines of ``stream`` up to the first holding ``said``, that one included (all of them where the stream ends
+    first), failing with the lines read so far where neither comes within ``timeout`` seconds in all."""
+    deadline = time.monotonic() + timeout
+    lines: list[str] = []
+    while not lines or said not in lines[-1]:
+        try:
+            line = next_line(stream, max(deadline - time.monotonic(), 0.0))
+        except AssertionError:
+            seen = "".join(lines)[-3000:]
+            raise AssertionError(f"no line holding {said!r} within {timeout} s; read until then:\n{seen}") from None
+        if not line:
+            break
+        lines.append(line)
+    return lines
 
 
 def status_saying(run_id: str, url: str, said: str, timeout: float) -> str:

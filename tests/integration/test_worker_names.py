@@ -14,7 +14,7 @@ import pytest
 from orchestrator.runner import connect
 from ragscore_workers.app import app
 
-from ..support import ROOT, RedisProcess, stop_worker_command, until
+from ..support import ROOT, RedisProcess, lines_until, stop_worker_command, until
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +29,10 @@ def _worker(url: str, home: Path, *args: str) -> subprocess.Popen[str]:
 def _named(proc: subprocess.Popen[str]) -> str:
     """The names ``ragscore worker`` says it gave its workers (``...; named cpu-1@host; Ctrl-C ...``), read from its
     stderr past any line said before (a warning, a worker's log line echoed); all it said where it exited first."""
-    said = []
-    while proc.stderr and (line := proc.stderr.readline()):
-        said.append(line)
-        if "; named " in line:
-            return " ".join(line.split()).rpartition("; named ")[2].partition(";")[0]
+    assert proc.stderr is not None
+    said = lines_until(proc.stderr, "; named ", 180)
+    if said and "; named " in said[-1]:
+        return " ".join(said[-1].split()).rpartition("; named ")[2].partition(";")[0]
     return "".join(said)
 
 

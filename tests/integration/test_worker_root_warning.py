@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.workers import worker_command
 
-from ..support import ROOT, RedisProcess
+from ..support import ROOT, RedisProcess, lines_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -31,12 +31,9 @@ def _said_until_its_banner(argv: list[str], url: str, home: Path) -> str:
     env = {**os.environ, "RAGSCORE_HOME": str(home), "RAGSCORE_BROKER_URL": url, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env,
                             start_new_session=True)  # fmt: skip
-    said = []
     try:
-        while proc.stdout is not None and (line := proc.stdout.readline()):
-            said.append(line)
-            if "[queues]" in line:
-                break
+        assert proc.stdout is not None
+        said = lines_until(proc.stdout, "[queues]", 180)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
