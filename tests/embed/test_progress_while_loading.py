@@ -25,7 +25,7 @@ from orchestrator.suite import load_suite
 from ragscore_workers import model_loading
 from ragscore_workers.store import RunState
 
-from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, status_text, until, write_jsonl
+from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, next_line, status_text, until, write_jsonl
 
 #: Generous bounds for a slow CI machine: a worker's boot and its first task.
 BOOT_S = 300
@@ -92,7 +92,7 @@ def test_the_note_of_a_worker_killed_mid_load_expires(redis_server: RedisProcess
     loader = subprocess.Popen([sys.executable, "-c", _LOADER, redis_server.url, run_id], cwd=ROOT,
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        assert loader.stdout is not None and loader.stdout.readline() == "loading\n"
+        assert loader.stdout is not None and next_line(loader.stdout, 180) == "loading\n"
         assert store.progress(run_id).get("load_of:embed:loading big-model on cuda:0") == 1
         # beaten on past three of its TTLs: still said
         assert until(lambda: store.progress(run_id).get("load_ms:embed", 0) > 6_000, 120), store.progress(run_id)

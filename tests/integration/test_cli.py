@@ -33,7 +33,9 @@ from ..support import (
     command_line,
     interrupted_once_said,
     interruptible,
+    lines_until,
     make_rows,
+    next_line,
     stop_worker_command,
     until,
     users_files,
@@ -753,7 +755,7 @@ def test_ragscore_worker_says_which_broker_its_workers_are_up_on_and_how_to_stop
                             text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     try:
         assert proc.stderr is not None
-        said = proc.stderr.readline()  # the first line, once its workers started (or its error, then EOF)
+        said = next_line(proc.stderr, 180)  # the first line, once its workers started (or its error, then EOF)
         assert said.startswith(f"workers up for cpu on the broker redis://:***@127.0.0.1:{server.port}/0;"), said
         assert said.rstrip().endswith("; Ctrl-C (or SIGTERM) stops them, their running tasks finishing first"), said
         assert "s3cret-pw" not in said
@@ -847,10 +849,7 @@ def _worker_lines_until_up(env: dict[str, str], queues: str) -> list[str]:
     rest: list[str] = []
     try:
         assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("workers up"):
-                break
+        lines = lines_until(proc.stderr, "workers up", 180)
         threading.Thread(target=lambda: rest.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
     finally:
         try:
@@ -899,7 +898,7 @@ def test_ragscore_worker_sizes_its_pool_by_the_cores_it_may_use(tmp_path: Path, 
                             preexec_fn=lambda: os.sched_setaffinity(0, {core}))  # fmt: skip
     try:
         assert proc.stderr is not None
-        said = proc.stderr.readline()
+        said = next_line(proc.stderr, 180)
         assert said.startswith("workers up for cpu"), said
         celery = [line for c in psutil.Process(proc.pid).children() if "celery" in (line := command_line(c))]
         assert celery and celery[0][celery[0].index("-c") + 1] == "1", celery

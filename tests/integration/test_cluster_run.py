@@ -392,8 +392,8 @@ def test_a_listing_whose_reader_left_early_ends_quietly(cluster: str) -> None:
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader is gone before the first line: every write to it fails (EPIPE)
-    stderr = proc.stderr.read()
-    assert proc.wait(timeout=120) == 0, stderr
+    stderr = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 0, stderr
     assert stderr == ""
 
 

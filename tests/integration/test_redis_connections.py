@@ -34,6 +34,7 @@ from ..support import (
     WorkerProcess,
     closed_port,
     make_rows,
+    next_line,
     stop_worker_command,
     tls_certificates,
     until,
@@ -1074,10 +1075,10 @@ def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_no
                             text=True, cwd=ROOT, env=env, start_new_session=True)  # fmt: skip
     try:
         assert proc.stderr is not None
-        first = proc.stderr.readline()
+        first = next_line(proc.stderr, 180)
         assert first.startswith("Warning: cannot reach the broker at redis://:***@") and "does not resolve" in first
         assert "keep retrying" in first and PASSWORD not in first, first
-        second = proc.stderr.readline()
+        second = next_line(proc.stderr, 180)
         assert second.startswith(f"workers started for cpu, waiting for the broker redis://:***@{host}:6379/0;"), second
         assert PASSWORD not in second
     finally:
@@ -1128,11 +1129,11 @@ def test_a_worker_refuses_a_wrong_password_and_says_its_workers_wait_for_an_unre
     )  # fmt: skip
     try:
         assert proc.stderr is not None
-        first = proc.stderr.readline()
+        first = next_line(proc.stderr, 180)
         assert first.startswith("Warning: cannot reach the broker") and "keep retrying" in first
         # its port named, not that a run on one machine needs no broker: a worker serves a cluster
         assert f"nothing listens on port {port} of 127.0.0.1" in first and "needs no broker" not in first, first
-        second = proc.stderr.readline()  # it said "workers up for cpu", with no broker to be up on
+        second = next_line(proc.stderr, 180)  # it said "workers up for cpu", with no broker to be up on
         assert second.startswith(f"workers started for cpu, waiting for the broker redis://127.0.0.1:{port}/0;"), second
     finally:
         try:
@@ -1173,7 +1174,7 @@ def test_a_worker_refuses_a_wrong_store_password_and_warns_of_an_unreachable_sto
             start_new_session=True,
         )  # fmt: skip
         assert proc.stderr is not None
-        first = proc.stderr.readline()
+        first = next_line(proc.stderr, 180)
         port = held.getsockname()[1]
         assert first.startswith(f"Warning: cannot reach the run store's Redis (RAGSCORE_STORE_URL) at "
                                 f"redis://:***@127.0.0.1:{port}/0"), first  # fmt: skip
@@ -1822,8 +1823,8 @@ def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigte
     )  # fmt: skip
     try:
         assert proc.stderr is not None
-        assert proc.stderr.readline().startswith("Warning: cannot reach the broker")  # its probe timed out
-        said = proc.stderr.readline()  # naming the broker it waits for
+        assert next_line(proc.stderr, 180).startswith("Warning: cannot reach the broker")  # its probe timed out
+        said = next_line(proc.stderr, 180)  # naming the broker it waits for
         waiting = f"workers started for cpu, waiting for the broker redis://127.0.0.1:{server.port}/0;"
         assert said.startswith(waiting), said
         probed = len(server.accepted)
@@ -1834,7 +1835,7 @@ def test_a_worker_whose_broker_accepts_and_never_answers_stops_promptly_on_sigte
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             pytest.fail("the worker still waited on its silent broker 180 s after SIGTERM")
-        assert "workers stopped" in proc.stderr.read()
+        assert "workers stopped" in proc.communicate(timeout=60)[1]  # it exited: its stderr ends
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

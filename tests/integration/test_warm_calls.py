@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from ..fakes import FakeProvider
-from ..support import ROOT, command_line, interruptible, until
+from ..support import ROOT, command_line, interruptible, next_line, until
 
 #: Calls evaluate() as a notebook's cells would; after each, a JSON line: the call's item ids, its mean, the pids of
 #: this process's celery workers by queue, and the embedded redis-server's pid.
@@ -301,7 +301,7 @@ def test_a_second_ctrl_c_ends_an_interrupted_calls_wait_for_the_start_lock_anoth
     env = {**os.environ, "RAGSCORE_HOME": str(home), "PYTHONPATH": str(ROOT)}
     proc = interruptible([sys.executable, "-c", HELD_UP], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "running\n"
+        assert proc.stdout is not None and next_line(proc.stdout, 180) == "running\n"
         workers = [[c.pid, c.create_time()] for c in psutil.Process(proc.pid).children(recursive=True)
                    if "celery" in " ".join(command_line(c))]  # fmt: skip
         with open(home / "redis" / "start.lock", "w") as lock:

@@ -28,7 +28,7 @@ from ragscore_workers.schemas import JudgeConfig
 from ragscore_workers.store import RunStore, redis_client
 
 from ..fakes import FakeProvider
-from ..support import ROOT, RedisProcess, until
+from ..support import ROOT, RedisProcess, next_line, until
 
 
 def _cap(
@@ -272,7 +272,7 @@ def test_a_stalled_holder_whose_slot_lapsed_gives_back_only_its_own(
                                   text=True)  # fmt: skip
         try:
             assert holder.stdout is not None and holder.stdin is not None
-            assert holder.stdout.readline() == "held\n"
+            assert next_line(holder.stdout, 180) == "held\n"
             holder.send_signal(signal.SIGSTOP)
 
             def taken() -> bool:

@@ -503,13 +503,13 @@ def test_the_fake_served_from_another_process_answers_and_runs_its_module_once()
 
     import httpx
 
-    from ..support import ROOT
+    from ..support import ROOT, next_line
 
     served = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_provider", "--rpm", "60"], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert served.stdout is not None
-        url = served.stdout.readline().strip()
+        url = next_line(served.stdout, 180).strip()
         asked = {"model": "m", "messages": [{"role": "user", "content": "q [[rating=2]]"}]}
         reply = httpx.post(f"{url}/openai/v1/chat/completions", json=asked, timeout=30)
         assert reply.status_code == 200, reply.text

@@ -24,7 +24,7 @@ import redis
 
 from orchestrator import evaluate
 
-from ..support import ROOT, RedisProcess, free_port, make_rows, tls_certificates
+from ..support import ROOT, RedisProcess, free_port, make_rows, next_line, tls_certificates
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ def _start_flower(cluster: str) -> tuple[subprocess.Popen[str], str]:
         _until(lambda p=proc, b=base: p.poll() is not None or _get(b + "/healthcheck", auth=None) == (200, "OK"))
         if proc.poll() is None:
             return proc, base
-        said = proc.stdout.read() if proc.stdout else ""
+        said = proc.communicate(timeout=60)[0]  # it exited: its stdout ends
         if "Address already in use" not in said:
             raise AssertionError(f"ragscore flower exited with {proc.returncode}:\n{said[-3000:]}")
     raise AssertionError("ragscore flower found no free port")
@@ -198,7 +198,7 @@ def test_flower_says_where_it_serves_when_its_options_move_it(redis_server: Redi
         stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
     try:
-        said = proc.stdout.readline() if proc.stdout else ""
+        said = next_line(proc.stdout, 180) if proc.stdout else ""
         _until(lambda: proc.poll() is not None or _get_unix(sock, "/flower/healthcheck") == (200, "OK"))
         assert proc.poll() is None, proc.returncode  # it serves there
     finally:
