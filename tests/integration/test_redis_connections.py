@@ -138,6 +138,10 @@ class _OutageView(QuietProgress):
 
     def __init__(self) -> None:
         self.told: list[float] = []
+        self.updates = 0
+
+    def update(self, counters: dict[str, int], final: bool = False) -> None:
+        self.updates += 1
 
     def outage(self, seconds: float) -> None:
         self.told.append(seconds)
@@ -158,7 +162,7 @@ def test_the_orchestrator_waits_through_a_redis_outage_longer_than_its_client_re
         thread = threading.Thread(target=lambda: result.update(s=wait(store, sub.run_id, timeout_s=600, progress=view)),
                                   daemon=True)  # fmt: skip
         thread.start()
-        time.sleep(1.0)
+        assert until(lambda: view.updates > 0, 120), "wait() never polled the run"
         server.stop()  # Redis goes away while the orchestrator waits (no worker yet: nothing is done), for
         # longer than the store client's own retries (~21 s from the poll's first failed call): until wait() says it
         # lost Redis, which it does only once they gave up (a fixed sleep raced them), and a poll or more after that
