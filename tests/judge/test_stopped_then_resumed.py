@@ -517,7 +517,7 @@ def test_ctrl_c_of_a_resume_whose_judging_is_all_done_names_no_judge_calls(
             [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        stderr = interrupted_once_said(resumed, "item×metric outputs (", 120)  # followed: its first progress line
+        stderr = interrupted_once_said(resumed, "item×metric outputs (")  # followed: its first progress line
     assert resumed.returncode == 130, stderr
     assert "judge calls under way" not in stderr, stderr
     assert ("stopping the workers (up to 15 s; Ctrl-C again to stop at once): what they are scoring is cut short; the "
