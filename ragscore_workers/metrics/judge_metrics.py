@@ -187,8 +187,11 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams, deadline: floa
             )  # fmt: skip
         except JudgeTimeUp:
             return Verdict.time_up()
-        except JudgeStopped as exc:
-            verdict.stopped = str(exc)
+        except JudgeStopped as exc:  # a refused key or an unknown model is the judge's failure: an error, as its first
+            if exc.misconfigured:  # item's; a budget, a cancel or the breaker's count of failures: a stop
+                verdict.error = str(exc)
+            else:
+                verdict.stopped = str(exc)
             break
         except JudgeError as exc:
             verdict.error = str(exc)

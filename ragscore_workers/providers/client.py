@@ -4,7 +4,7 @@
 
     cache hit? -> reply (no call, no key needed)
     no key set? -> MissingKeyError
-    breaker open or budget reached? -> JudgeStopped
+    breaker open or budget reached? -> JudgeStopped (``misconfigured``: a refused key, an unknown model)
     a slot of judge.max_in_flight, when set   (every worker's calls in flight, bounded by max_wait_s and, within
                                                 about a second, by the task's ``deadline`` -> JudgeTimeUp)
     limiter.acquire(estimated tokens)          (bounded wait; shared pause after a 429; a cancel or an open
@@ -18,7 +18,8 @@
 
 A call that still fails counts towards the run's circuit breaker of its limiter (provider, model, endpoint and key:
 judge metrics reading other keys have their own); ``breaker_failures`` failures in a row stop that judge for the whole
-run, and one that every call would repeat (a model the provider lacks, a refused key) stops it at once.
+run, and one that every call would repeat (a model the provider lacks, a refused key) stops it at once: its call and
+every call it stops raise JudgeStopped with ``misconfigured`` and the setting to fix, each item's error.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ class JudgeClient:
             opened = self.state.record_failure(self.retry.breaker_failures, str(exc), reason=stopper)
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
                         " (circuit breaker opened)" if opened else "")  # fmt: skip
+            if stopper is not None:  # this item's error says what to fix, in the words of the items the stop stops
+                raise JudgeStopped(stopper, provider=self.provider.name, misconfigured=True) from exc
             raise
         # An empty reply may be a server's glitch, and one the caller could not read may read next time: not kept.
         if (completion.text.strip() or completion.refusal) and (final is None or final(completion)):
@@ -186,7 +189,7 @@ class JudgeClient:
         est_cost = self.price.cost(prompt, params.max_tokens) if self.price else 0.0
         reason, release = self.state.reserve(estimate, est_cost, self.budget.max_cost, self.budget.max_tokens)
         if reason:
-            raise JudgeStopped(reason, provider=self.provider.name)
+            raise self._stopped(reason)
         try:  # ``release``: what reserve() held for this call, given back with its counts however it ends
             # ``check`` runs once more on admission (stopped while it waited less than a check's interval): a call
             # stopped then is not sent, and the limiter takes its request and tokens back out of the shared window.
@@ -257,7 +260,11 @@ class JudgeClient:
     def _check_stopped(self) -> None:
         """Raise JudgeStopped once the run was cancelled or its breaker opened (read while a call waits)."""
         if reason := self.state.stop_reason():
-            raise JudgeStopped(reason, provider=self.provider.name)
+            raise self._stopped(reason)
+
+    def _stopped(self, reason: str) -> JudgeStopped:
+        """The stop of a call for ``reason``, ``misconfigured`` where a run stopper's breaker gave it."""
+        return JudgeStopped(reason, provider=self.provider.name, misconfigured=self.state.is_run_stopper(reason))
 
     def note_learned_limits(self) -> None:
         """Say the limits a provider stated in an earlier run (still below the suite's, so they apply now), as one

@@ -9,7 +9,8 @@ RagscoreError
     │   └── MalformedReplyError the provider answered 200 with a body that is not a completion
     ├── RequestTooLargeError    one request needs more tokens than the tokens-per-minute limit allows
     ├── RateLimitTimeout        the limiter would make this call wait longer than ``max_wait_s``
-    └── JudgeStopped            the run stopped judging: circuit breaker open or budget reached
+    └── JudgeStopped            the run stopped judging: circuit breaker open or budget reached (``misconfigured``:
+        │                       a refused key, an unknown model)
         └── JudgeTimeUp         the judge task reached its soft time limit: a call not made by then is not made
 
 SDK and transport errors are translated in the provider modules with ``raise ... from exc``; messages
@@ -239,7 +240,13 @@ class RateLimitTimeout(JudgeError):
 
 
 class JudgeStopped(JudgeError):
-    """Judging stopped for this run (circuit breaker open, or cost/token budget reached)."""
+    """Judging stopped for this run (circuit breaker open, or cost/token budget reached). ``misconfigured``: by a run
+    stopper's breaker (a refused key, a model the provider lacks): the judge's configuration fails every call, so each
+    item it stops records an error (what to fix), not a stop."""
+
+    def __init__(self, message: str, *, provider: str = "", misconfigured: bool = False) -> None:
+        self.misconfigured = misconfigured
+        super().__init__(message, provider=provider)
 
 
 class JudgeTimeUp(JudgeStopped):

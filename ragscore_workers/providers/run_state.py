@@ -20,6 +20,10 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
 ``breaker``                why calls stopped, once the breaker is open; the judge's, per judge limiter
                            (``breaker:{limiter key}``: provider, model and a hash of endpoint and key), so a key the
                            provider refuses stops only the judge metrics that read it (:func:`judge_breakers`)
+``run_stopper``            ``1`` when the breaker opened at once for a run stopper (a refused key, a model the provider
+                           lacks: the configuration, which every call would repeat); the judge's, per judge limiter
+                           (``run_stopper:{limiter key}``). The items it stops record an error, not a stop
+                           (:meth:`RunJudgeState.is_run_stopper`)
 ``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
 ``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end; each hold is
                            also in ``…:judge:holds`` (a sorted set by expiry, Redis's clock), so the hold of a
@@ -232,13 +236,16 @@ _notes_lock = threading.Lock()
 
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl, ARGV[4] = the breaker's count field, ARGV[5]
-# its reason field (:attr:`RunJudgeState.breaker_field`). Returns 1 when this call opened it.
+# its reason field (:attr:`RunJudgeState.breaker_field`), ARGV[6] its run-stopper mark ('' = not a run stopper), set
+# with the reason by the call that opens it. Returns 1 when this call opened it.
 _FAILURE_LUA = """
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 local n = redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 if n >= tonumber(ARGV[1]) then
-  return redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[2])
+  local opened = redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[2])
+  if opened == 1 and ARGV[6] ~= '' then redis.call('HSET', KEYS[1], ARGV[6], 1) end
+  return opened
 end
 return 0
 """
@@ -250,8 +257,8 @@ return 0
 # killed) are given back first.
 # KEYS[1] = hash, KEYS[2] = the run's meta (a cancelled run starts no call), KEYS[3] = holds (member
 # 'id|tokens|cost', score = expiry); ARGV = est_tokens, est_cost, max_tokens ('' = none), max_cost ('' = none),
-# ttl, hold_s, hold id, the breaker's field (:attr:`RunJudgeState.breaker_field`).
-# Returns {'breaker', reason} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
+# ttl, hold_s, hold id, the breaker's field (:attr:`RunJudgeState.breaker_field`), its run-stopper mark's.
+# Returns {'breaker', reason, run stopper mark or ''} | {'tokens', used, held} | {'cost', used, held} | {'ok'}.
 _RESERVE_LUA = (
     """
 local h = KEYS[1]
@@ -261,7 +268,7 @@ if redis.call('HGET', KEYS[2], 'state') == '"""
     + CANCELLED_REASON
     + """'} end
 local breaker = redis.call('HGET', h, ARGV[8])
-if breaker then return {'breaker', breaker} end
+if breaker then return {'breaker', breaker, redis.call('HGET', h, ARGV[9]) or ''} end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) + tonumber(time[2]) / 1000000
 local lapsed = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
@@ -300,13 +307,15 @@ end
 return 0
 """
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary), cleared by a resume.
-INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at")
+INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at", "run_stopper")
 #: Fields left out of the run summary: :data:`INTERNAL_FIELDS` and ``call_ms``, a counter a resume keeps (as it keeps
 #: ``calls``: the live ETA's floor divides one by the other).
 UNREPORTED_FIELDS = (*INTERNAL_FIELDS, "call_ms")
 #: The start of a judge limiter's own breaker fields (its reason; its count of failures in a row) in the run's hash.
 BREAKER_PREFIX = "breaker:"
 FAILING_PREFIX = "consecutive_failures:"
+#: The start of a judge limiter's run-stopper mark: its breaker opened for the configuration (:meth:`is_run_stopper`).
+STOPPER_PREFIX = "run_stopper:"
 
 
 class Hold(NamedTuple):
@@ -322,8 +331,9 @@ def run_judge_key(run_id: str) -> str:
 
 
 def scoped_breaker_field(name: str) -> bool:
-    """Whether ``name`` is a field of one judge limiter's breaker (its reason or its count), not a run's counter."""
-    return name.startswith((BREAKER_PREFIX, FAILING_PREFIX))
+    """Whether ``name`` is a field of one judge limiter's breaker (its reason, its count or its run-stopper mark), not a
+    run's counter."""
+    return name.startswith((BREAKER_PREFIX, FAILING_PREFIX, STOPPER_PREFIX))
 
 
 def judge_breakers(fields: dict[str, Any], limiters: dict[str, str]) -> dict[str, str]:
@@ -395,6 +405,8 @@ class RunJudgeState:
         self.hold_s = hold_s
         self.breaker_field = f"{BREAKER_PREFIX}{scope}" if scope else "breaker"
         self.failing_field = f"{FAILING_PREFIX}{scope}" if scope else "consecutive_failures"
+        self.stopper_field = f"{STOPPER_PREFIX}{scope}" if scope else "run_stopper"
+        self._breaker_fields = (self.breaker_field, self.stopper_field)  # what the reserve script reads
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
         self._release = redis.register_script(_RELEASE_LUA)
@@ -405,6 +417,7 @@ class RunJudgeState:
         self._stop_lock = threading.Lock()
         self._stop_read_at = float("-inf")  # monotonic time of the last read: none yet
         self._stopped: str | None = None
+        self._run_stoppers: set[str] = set()  # breaker reasons read with their run-stopper mark
 
     @classmethod
     def for_target(cls, redis: Any, run_id: str, system: str | None, *, ttl_s: int) -> RunJudgeState:
@@ -486,10 +499,10 @@ class RunJudgeState:
         """Count a call that failed for good; open the breaker at ``threshold`` in a row, or at once for ``reason``
         (why every call would fail so: a model the provider lacks). The reason quotes ``last_error`` cut in its middle
         to :data:`LAST_ERROR_CHARS`. True if opened now."""
-        at = threshold if reason is None else 1
+        at, stopper = (threshold, "") if reason is None else (1, self.stopper_field)
         last = _middle_cut(last_error, LAST_ERROR_CHARS)
         reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last})"
-        fields = [self.failing_field, self.breaker_field]
+        fields = [self.failing_field, self.breaker_field, stopper]
         opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s, *fields]))
         with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
             self._stop_read_at = float("-inf")
@@ -508,14 +521,14 @@ class RunJudgeState:
         hold_id = uuid.uuid4().hex
         raw = self._reserve(
             keys=[self.key, self.meta_key, self.holds_key],
-            args=[tokens, repr(cost), *limits, self.ttl_s, repr(self.hold_s), hold_id, self.breaker_field],
+            args=[tokens, repr(cost), *limits, self.ttl_s, repr(self.hold_s), hold_id, *self._breaker_fields],
         )
         answer = [v.decode() if isinstance(v, bytes) else str(v) for v in raw]
         kind = answer[0]
         if kind == "ok":
             return None, Hold(f"{hold_id}|{tokens}|{cost!r}", tokens, cost)
         if kind == "breaker":
-            return str(answer[1]), None
+            return self._breaker_read(answer[1], answer[2]), None
         used, held = (int(float(v)) for v in answer[1:]) if kind == "tokens" else (float(v) for v in answer[1:])
         # Each stopped item gets the same reason (so a report's reasons group); the summary keeps, once, how
         # the budget stood when the first call was refused.
@@ -548,10 +561,26 @@ class RunJudgeState:
         pipe = self.r.pipeline(transaction=False)
         pipe.hget(self.meta_key, "state")
         pipe.hget(self.key, self.breaker_field)
-        state, breaker = pipe.execute()
+        pipe.hget(self.key, self.stopper_field)
+        state, breaker, stopper = pipe.execute()
         if state == RunState.CANCELLED:
             return CANCELLED_REASON
-        return str(breaker) if breaker else None
+        return self._breaker_read(breaker, stopper) if breaker else None
+
+    def _breaker_read(self, reason: Any, stopper: Any) -> str:
+        """The breaker's ``reason`` as read from the store, kept among :meth:`is_run_stopper`'s when its run-stopper
+        mark ``stopper`` was read with it."""
+        reason = str(reason)
+        if stopper:
+            self._run_stoppers.add(reason)
+        return reason
+
+    def is_run_stopper(self, reason: str) -> bool:
+        """Whether ``reason`` (from :meth:`stop_reason` or :meth:`reserve`) is the breaker's of a run stopper (its
+        configuration: a refused key, a model the provider lacks), which every call would repeat: a failure of the
+        judge, which its items record as an error, not a stop (a cancel, a budget, the breaker's count of failures
+        in a row)."""
+        return reason in self._run_stoppers
 
     def read(self) -> dict[str, Any]:
         """The counters as numbers (missing ones as 0) plus ``breaker`` (this state's own) / ``budget`` when calls

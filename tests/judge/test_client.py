@@ -300,11 +300,35 @@ def test_circuit_breaker_stops_judging_after_n_consecutive_failures(
     for i in range(3):
         with pytest.raises(ProviderError):
             _ask(client, f"item {i}")
-    with pytest.raises(JudgeStopped, match="circuit breaker open after 3 consecutive failed judge calls"):
+    with pytest.raises(JudgeStopped, match="circuit breaker open after 3 consecutive failed judge calls") as stop:
         _ask(client, "item 4")
+    assert not stop.value.misconfigured  # an outage may pass: its items are stopped, not errors
     assert fake.stats()["requests"] == 3  # the fourth never reached the provider
     state = client.state.read()
     assert state["failures"] == 3 and "circuit breaker" in state["breaker"]
+
+
+@pytest.mark.parametrize("budget", [None, Budget(max_tokens=10**9)], ids=["stop-read", "reserve"])
+def test_a_refused_key_stops_its_call_and_every_later_one_as_misconfigured(
+    rclient: redis.Redis, keys: str, model: str, monkeypatch: pytest.MonkeyPatch, budget: Budget | None
+) -> None:
+    """The call a 401 invalid_api_key answers, and every later call of the run (another worker's client, which reads
+    the breaker from Redis: at a stop's read, or at a budgeted call's reserve), raise JudgeStopped ``misconfigured``
+    with the variable to check: each item records it as an error. Seen failing before: the first call raised the
+    ProviderError, the later ones a JudgeStopped without the flag (their items counted "stopped", unscorable)."""
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-WRONG-KEY-0123456789")
+    run_id = uuid.uuid4().hex[:12]
+    with FakeProvider(api_key=keys) as fake:
+        config = JudgeConfig(provider="groq", model=model, base_url=fake.url, rpm=None, tpm=None)
+        first, later = (build_client(rclient, run_id, config, timeout_s=1.0, budget=budget) for _ in range(2))
+        stops = []
+        for client in (first, later):
+            with pytest.raises(JudgeStopped) as stop:
+                _ask(client, "item [[rating=4]]")
+            stops.append(stop.value)
+        assert fake.stats()["unauthorized"] == 1  # the later call never reached the provider
+    assert [(s.misconfigured, str(s)) for s in stops] == [(True, str(stops[0]))] * 2
+    assert str(stops[0]).endswith("check GROQ_API_KEY"), stops[0]
 
 
 def test_a_success_resets_the_breakers_count(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:

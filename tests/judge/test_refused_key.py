@@ -1,13 +1,15 @@
 """A wrong judge key: the provider's 401 ``invalid_api_key`` stops judging at once, with one message naming the provider
-and the variable the key was read from (never the key); a 401 without that code still counts toward the breaker."""
+and the variable the key was read from (never the key); every item of every judge metric reading it records an error
+(not "unscorable": the key, not the data, is at fault), which a resume with the key fixed judges."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from orchestrator import evaluate
+from orchestrator import evaluate, resume
 from orchestrator.api import IncompleteRunWarning
 
 from ..fakes import FakeProvider
@@ -15,6 +17,34 @@ from ..fakes import FakeProvider
 pytestmark = pytest.mark.integration
 
 WRONG = "gsk-WRONG-KEY-0123456789"
+#: Two judge metrics, one and two calls per item: each item's reply reads as a rubric score of 4 and a rating of 4.
+JUDGES = ("answer_accuracy", "rubric_judge")
+REPLY = '[[reply={"score": 4, "rationale": "ok"}]]'
+
+
+def _rows(n: int) -> list[dict[str, str]]:
+    return [
+        {"id": f"q{i}", "question": f"Question {i}?", "reference": "r", "answer": f"a{i} {REPLY}"} for i in range(n)
+    ]
+
+
+def _judged_by(base_url: str, provider: str) -> dict:
+    """A suite of :data:`JUDGES`, one call at a time per task, under a budget: a call starts only while the breaker (in
+    Redis, shared by every worker) is shut, so each of the tasks sends at most the call it started before the first
+    401 came (as test_unknown_model.py's)."""
+    judge = {"provider": provider, "model": "m", "base_url": base_url, "rpm": None, "tpm": None}
+    metrics = [{"name": name, "params": {"concurrency": 1, "max_tokens_total": 10**9}} for name in JUDGES]
+    return {"name": "wrong-key", "metrics": metrics, "judge": judge, "chunk_size": {"judge": 10}}
+
+
+def assert_every_item_errs(summary: Any, items: list[Any], reason: str) -> None:
+    """Each judge output of every item is an error, the breaker's ``reason`` (what to fix), an item whose own call was
+    refused too; none is counted unscorable or stopped."""
+    outputs = (*JUDGES, "rubric_judge_raw")
+    counts = {name: (m.n, m.errors, m.unscorable, m.stopped) for name, m in summary.metrics.items()}
+    assert counts == dict.fromkeys(outputs, (0, len(items), 0, 0)), counts
+    errors = {item.metrics[name].error for item in items for name in outputs}
+    assert errors == {reason}, sorted(map(str, errors))[:3]
 
 
 @pytest.mark.parametrize("provider", ["groq", "openai"])
@@ -22,21 +52,17 @@ def test_a_refused_key_stops_judging_at_its_first_401(
     provider: str, home: Path, keys: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Groq and OpenAI answer every call with a wrong key 401 invalid_api_key: judging stops at the first one, no call
-    is retried, and the run names the provider and the variable to check. Seen failing before: the run's reason was
-    "circuit breaker open after 5 consecutive failed judge calls", and every item in flight sent its call."""
+    is retried, and the run names the provider and the variable to check. Every item of both judge metrics is an
+    error naming the refused key. Seen failing before: the run's reason was "circuit breaker open after 5 consecutive
+    failed judge calls", and every item in flight sent its call; later, the items after the first 401 were counted
+    unscorable (54 of answer_accuracy's 60, "stopped") beside the 6 errors of the items whose own call was refused."""
     monkeypatch.setenv("GROQ_API_KEY", WRONG)
     monkeypatch.setenv("OPENAI_API_KEY", WRONG)
-    rows = [{"id": f"q{i}", "question": f"Question {i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"}
-            for i in range(60)]  # fmt: skip
+    rows = _rows(60)
     with FakeProvider(api_key=keys) as fake:
         base_url = fake.url if provider == "groq" else fake.openai_base_url
-        judge = {"provider": provider, "model": "m", "base_url": base_url, "rpm": None, "tpm": None}
-        # As test_unknown_model.py's: one call at a time per task, so each of the 6 tasks sends at most the call it
-        # started before the first 401 came.
-        metric = {"name": "answer_accuracy", "params": {"concurrency": 1, "max_tokens_total": 10**9}}
-        suite = {"name": "wrong-key", "metrics": [metric], "judge": judge, "chunk_size": {"judge": 10}}
         with pytest.warns(IncompleteRunWarning) as warned:
-            result = evaluate(rows, suite, out=tmp_path / "out")
+            result = evaluate(rows, _judged_by(base_url, provider), out=tmp_path / "out")
         stats = fake.stats()
 
     reason = result.summary.judge["breaker"]
@@ -47,16 +73,35 @@ def test_a_refused_key_stops_judging_at_its_first_401(
     (incomplete,) = [str(w.message) for w in warned if w.category is IncompleteRunWarning]  # not a GC's ResourceWarning
     assert f"judging stopped: {reason}" in incomplete
     assert result.summary.judge["retries"] == 0
-    assert stats["unauthorized"] <= len(rows) // 10  # of 120 calls: none after the first 401
-    stopped = [
-        item.metrics["answer_accuracy"].details for item in result.items if not item.metrics["answer_accuracy"].error
-    ]
-    assert len(stopped) >= len(rows) - len(rows) // 10 and all(d["stopped"] and d["reason"] == reason for d in stopped)
+    assert stats["unauthorized"] <= len(JUDGES) * len(rows) // 10  # of 180 calls: none after the first 401
+    assert_every_item_errs(result.summary, result.items, reason)
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
     assert WRONG not in written and WRONG not in incomplete
     logged = "".join(p.read_text(errors="replace") for p in (home / "logs").rglob("*") if p.is_file())
     assert f"judge call to {provider} failed for good: {provider} HTTP 401: {refused}" in logged  # the workers' logs
     assert WRONG not in logged
+
+
+def test_a_resume_with_the_key_fixed_judges_every_item(
+    home: Path, keys: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run a refused key stopped, resumed once GROQ_API_KEY holds the right key: every item of both judge metrics
+    is judged, and the summary holds no breaker nor error: a resume redoes the errors a refused key records. Seen
+    failing before: the first run counted every item unscorable (20 of 20 "stopped"), none an error."""
+    monkeypatch.setenv("GROQ_API_KEY", WRONG)
+    rows, out = _rows(20), tmp_path / "out"
+    with FakeProvider(api_key=keys) as fake:
+        with pytest.warns(IncompleteRunWarning):
+            first = evaluate(rows, _judged_by(fake.url, "groq"), out=out, quiet=True)
+        assert_every_item_errs(first.summary, first.items, first.summary.judge["breaker"])
+        monkeypatch.setenv("GROQ_API_KEY", keys)
+        again = resume(out, quiet=True)
+
+    assert "breaker" not in again.summary.judge
+    counts = {name: (m.n, m.errors, m.unscorable, m.stopped) for name, m in again.summary.metrics.items()}
+    assert counts == dict.fromkeys((*JUDGES, "rubric_judge_raw"), (len(rows), 0, 0, 0)), counts
+    scores = {(name, item.metrics[name].score) for item in again.items for name in JUDGES}
+    assert scores == {("answer_accuracy", 1.0), ("rubric_judge", 0.8)}
 
 
 def test_a_refused_key_stops_only_the_judge_that_reads_it(
@@ -87,8 +132,9 @@ def test_a_refused_key_stops_only_the_judge_that_reads_it(
                              "401: Incorrect API key provided: ***."), reason  # fmt: skip
     assert reason.endswith("): check JUDGE_KEY_BAD") and "JUDGE_KEY_GOOD" not in reason, reason
     refused = [item.metrics["context_relevance_judge"] for item in result.items]
-    assert result.summary.metrics["context_relevance_judge"].n == 0
-    assert all("check JUDGE_KEY_BAD" in (r.error or r.details.get("reason", "")) for r in refused), refused[:3]
+    stopped = result.summary.metrics["context_relevance_judge"]
+    assert (stopped.n, stopped.errors, stopped.unscorable) == (0, len(rows), 0)
+    assert all(r.error and r.error.endswith("check JUDGE_KEY_BAD") for r in refused), refused[:3]
     (incomplete,) = [str(w.message) for w in warned if w.category is IncompleteRunWarning]
     assert f"judging stopped: {reason}" in incomplete
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
