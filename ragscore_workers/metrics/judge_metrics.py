@@ -131,6 +131,9 @@ class Verdict:
     #: The task's time limit came first (:attr:`error` says so): its item records the limit's error, as a chunk cut
     #: by a prefork pool's soft limit does, and a resume judges it again.
     cut: bool = False
+    #: The judge's configuration stopped it (a refused key, a model the provider lacks: :attr:`error` says what to
+    #: fix): its item records that error, which a resume with it fixed judges again.
+    misconfigured: bool = False
 
     @classmethod
     def time_up(cls) -> Verdict:
@@ -189,7 +192,7 @@ def _ask(client: JudgeClient, job: Job, params: CompletionParams, deadline: floa
             return Verdict.time_up()
         except JudgeStopped as exc:  # a refused key or an unknown model is the judge's failure: an error, as its first
             if exc.misconfigured:  # item's; a budget, a cancel or the breaker's count of failures: a stop
-                verdict.error = str(exc)
+                verdict.error, verdict.misconfigured = str(exc), True
             else:
                 verdict.stopped = str(exc)
             break
@@ -316,7 +319,7 @@ def _groundedness_prompts(row: Row, params: DualParams) -> MetricResult | tuple[
 
 def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
     """Both ratings valid: their mean; one: that one; none: unscorable (or the call error). A judge stopped by
-    the run makes the item stopped."""
+    the run makes the item stopped; one its configuration stopped (a refused key, an unknown model), its error."""
     ratings = [v.value for v in verdicts]
     details: dict[str, Any] = {
         "ratings": ratings,
@@ -331,6 +334,10 @@ def combine(verdicts: list[Verdict], templates: DualTemplates) -> MetricResult:
         details["judge_errors"] = errors
     # A judge the run stopped (breaker, budget) has not rated yet: the item waits for a resume, which asks it
     # again (the other judge's reply comes from the cache), rather than taking the other judge's rating alone.
+    # A judge its configuration stopped will not rate until it is fixed: the item is its error (what to fix), which a
+    # resume redoes, never the other judge's rating alone (from the cache: the refused key sent no call for it).
+    if misconfigured := next((v.error for v in verdicts if v.misconfigured), None):
+        return MetricResult(score=None, error=misconfigured, details=details)
     stopped = next((v.stopped for v in verdicts if v.stopped), None)
     if stopped:
         return MetricResult.stopped(stopped, **details)

@@ -142,6 +142,20 @@ def test_failed_calls_on_both_judges_are_an_error_not_a_score() -> None:
     assert result.score == 0.5 and result.details["judge_errors"] == ["groq HTTP 500: boom"]
 
 
+def test_a_judge_its_configuration_stopped_makes_the_item_its_error_not_the_other_judges_rating_alone() -> None:
+    """One judge rated (its reply cached from an earlier run), the other's key was refused: the item is the refused
+    key's error (what to fix, redone by a resume), not a half score on the one rating as after a judge's own error,
+    whichever judge it is."""
+    refused = "the groq judge's key was refused (groq HTTP 401: Invalid API Key): check GROQ_API_KEY"
+    for verdicts in (
+        [Verdict(value=4, calls=1), Verdict(error=refused, misconfigured=True)],
+        [Verdict(error=refused, misconfigured=True), Verdict(value=2, calls=1)],
+    ):
+        result = combine(verdicts, ANSWER_ACCURACY)
+        assert (result.score, result.error) == (None, refused), result
+        assert result.details["judge_errors"] == [refused]
+
+
 def test_judge_agreement_percent_and_cohens_kappa() -> None:
     from ragscore_workers.metrics._judge_agreement import Agreement
 
