@@ -476,6 +476,9 @@ class StatusView:
             lines.append(Text(self._cancelled_note(run_id, left), style="yellow"))
         if self.meta.get("error"):
             lines.append(Text(f"Error: {self.meta['error']}", style="red"))
+        if self.summary is not None and (breaker := self.summary.judge.get("breaker")):
+            # its errors or stopped items above have one cause, which the summary keeps (a refused key: what to fix)
+            lines.append(Text(f"judging stopped: {breaker}", style="yellow"))
         if self.summary is not None:
             lines.append(Text(_summary_line(self.summary, run_id, self.broker, self.meta.get("reports_dir"))))
         return Group(table, Text(caption), *lines)

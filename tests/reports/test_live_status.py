@@ -180,6 +180,25 @@ def test_an_ended_runs_status_says_where_its_reports_were_written_not_how_to_wri
     assert "its reports were written to /data/evals/o)" in said and "ragscore results" not in said, said
 
 
+def test_an_ended_runs_status_says_why_its_judging_stopped() -> None:
+    """A run a refused judge key stopped read "errors 36 · unscorable 0" and its summary's counts, never why: its
+    summary's breaker (the setting to fix) is said, once the run ended; one whose judge never stopped says nothing."""
+    from ragscore_workers.schemas import MetricSummary, RunSummary
+
+    reason = "the groq judge's key was refused (groq HTTP 401: Invalid API Key): check GROQ_API_KEY"
+    said = {}
+    for case, judge in {"refused": {"calls": 1, "breaker": reason}, "judged": {"calls": 12}}.items():
+        view = StatusView(SUITE_META | {"state": "finished"})
+        view.add(Sample(1050.0, _progress(12, 12, errors=12)))
+        view.summary = RunSummary(run_id="run-x", items=12, scored=0, state="finished", judge=judge, metrics={
+            "answer_accuracy": MetricSummary(mean=None, n=0, errors=12, first_error=reason)})  # fmt: skip
+        console = Console(record=True, width=300)
+        console.print(view.render("run-x"))
+        said[case] = console.export_text()
+    assert f"judging stopped: {reason}\n" in said["refused"], said["refused"]
+    assert "judging stopped" not in said["judged"], said["judged"]
+
+
 def test_a_finished_run_has_no_eta() -> None:
     view = StatusView(SUITE_META | {"state": "finished"})
     view.add(Sample(1050.0, _progress(600, 120)))
