@@ -88,6 +88,33 @@ def test_a_judge_the_budget_stopped_leaves_the_item_stopped_not_rated_by_the_oth
     assert out.score is None and out.details["stopped"] is True  # a resume asks the second judge
 
 
+def test_a_judge_a_refused_key_stopped_makes_the_item_its_error_not_rated_by_the_other_alone(
+    rclient: redis.Redis, keys: str, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first judge's rating comes from the cache (an earlier run), the second judge's call meets a refused key: the
+    item is the refused key's error (what to fix, redone by a resume), not scored on the first judge's rating alone.
+    Seen failing before: score 1.0, the 401 among its ``judge_errors``."""
+
+    def responder(prompt: str, nth: int) -> str:  # the second judge's reply holds no rating: not cached
+        return "4" if prompt.startswith(ANSWER_ACCURACY.first[:30]) else "I cannot tell."
+
+    row = {"id": "a", "question": "When?", "answer": "In 1879", "reference": "1879"}
+    spec = {"name": "answer_accuracy", "params": {"rating_attempts": 1}}
+    with FakeProvider(api_key=keys, responder=responder) as fake:
+        (before,) = score(judge_suite([spec], fake, model), [row], rclient)
+        assert before["answer_accuracy"].details["ratings"] == [4, None]  # the first judge's reply is cached
+        monkeypatch.setenv("GROQ_API_KEY", "gsk-WRONG-KEY-0123456789")
+        (result,) = score(judge_suite([spec], fake, model), [row], rclient)
+        assert fake.stats()["unauthorized"] == 1  # the second judge's only
+    out = result["answer_accuracy"]
+    assert out.details["ratings"] == [4, None] and out.score is None, out
+    assert (
+        out.error
+        and out.error.startswith("the groq judge's key was refused")
+        and out.error.endswith("check GROQ_API_KEY")
+    ), out.error
+
+
 def test_special_cases_score_without_asking_and_missing_inputs_are_unscorable(
     rclient: redis.Redis, fake: FakeProvider, model: str
 ) -> None:
