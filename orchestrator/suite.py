@@ -275,8 +275,15 @@ def _judged(resolved: ResolvedSuite) -> list[tuple[MetricDef, JudgeParams]]:
     return [(m, p) for m, p in resolved.metrics if isinstance(p, JudgeParams)]
 
 
+def _params_at(resolved: ResolvedSuite, metric: str, *keys: str) -> tuple[Any, ...]:
+    """Where a param of the suite's ``metric`` is (``("metrics", 2, "params", "max_cost")``): a resolved suite lists
+    each metric once."""
+    return ("metrics", [spec.name for spec in resolved.suite.metrics].index(metric), "params", *keys)
+
+
 def _price_problems(resolved: ResolvedSuite) -> list[Problem]:
-    """A problem for every model that two judge metrics price differently (a price is the provider's)."""
+    """A problem for every model that two judge metrics price differently (a price is the provider's), at the second
+    price, naming the first."""
     problems: list[Problem] = []
     first: dict[str, tuple[tuple[float, ...], str]] = {}
     for mdef, params in _judged(resolved):
@@ -284,7 +291,10 @@ def _price_problems(resolved: ResolvedSuite) -> list[Problem]:
             said, by = first.setdefault(model, (tuple(price), mdef.name))
             if said != tuple(price):
                 problems.append(("", ConfigError(f"Invalid suite: judge metrics give model {model!r} two prices, "
-                                                 f"{list(said)} ({by}) and {list(price)} ({mdef.name})")))  # fmt: skip
+                                                 f"{list(said)} ({by}) and {list(price)} ({mdef.name}): a price is "
+                                                 "the provider's; give the same one in each",
+                                                 loc=_params_at(resolved, mdef.name, "prices", model),
+                                                 first=_params_at(resolved, by, "prices", model))))  # fmt: skip
     return problems
 
 
@@ -306,15 +316,17 @@ def _share_prices(resolved: ResolvedSuite) -> ResolvedSuite | None:
 
 
 def _budget_problems(resolved: ResolvedSuite) -> list[Problem]:
-    """A problem for every budget two judge metrics give different values."""
+    """A problem for every budget two judge metrics give different values, at the first value unlike the first one's,
+    naming that."""
     problems: list[Problem] = []
     for name in BUDGET_OPTIONS:
-        given = {(m.name, getattr(p, name)) for m, p in _judged(resolved) if getattr(p, name) is not None}
-        if len({value for _, value in given}) > 1:
+        given = [(m.name, getattr(p, name)) for m, p in _judged(resolved) if getattr(p, name) is not None]
+        if other := next((metric for metric, value in given if value != given[0][1]), None):
             said = ", ".join(f"{value:g} ({metric})" for metric, value in sorted(given))
             problems.append(("", ConfigError(f"Invalid suite: judge metrics give {name} different values, {said}: a "
                                              "budget is the run's, counted over every judge call; give one value (or "
-                                             "--max-cost / --max-tokens)")))  # fmt: skip
+                                             "--max-cost / --max-tokens)", loc=_params_at(resolved, other, name),
+                                             first=_params_at(resolved, given[0][0], name))))  # fmt: skip
     return problems
 
 
@@ -346,20 +358,25 @@ def _check_cost_budgets(resolved: ResolvedSuite) -> None:
         raise ConfigError(
             f"max_cost (--max-cost) needs a price for the judge model {model!r}{others}: give the judge metrics the "
             f"param 'prices' ({{{model!r}: [input, output] per million tokens}}); without it every call costs 0 and "
-            "the budget never stops anything. --max-tokens caps usage without prices."
+            "the budget never stops anything. --max-tokens caps usage without prices.",
+            loc=_params_at(resolved, budgeted[0], "max_cost"),
         )
 
 
 def _target_problems(suite: Suite) -> list[Problem]:
-    """A problem for every response path of every target that does not parse (a typo fails before anything is sent)."""
+    """A problem for every response path of every target that does not parse (a typo fails before anything is sent),
+    at its key."""
     problems: list[Problem] = []
-    for target in suite.all_targets:
+    places: list[tuple[Any, ...]] = (
+        [("target",)] if suite.target is not None else [("targets", i) for i in range(len(suite.targets))]
+    )
+    for section, target in zip(places, suite.all_targets, strict=True):
         for field, path in target.response.model_dump().items():
             if path is not None:
                 try:
                     parse_path(path)
                 except ValueError as exc:
-                    problems.append(
-                        ("", ConfigError(f"Invalid suite: target {target.system or ''} response.{field}: {exc}"))
-                    )
+                    named = f"target {target.system}" if target.system else "target"
+                    said = f"Invalid suite: {named} response.{field}: {exc}"
+                    problems.append(("", ConfigError(said, loc=(*section, "response", field))))
     return problems

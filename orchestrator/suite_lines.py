@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -17,11 +17,18 @@ __all__ = ["NO_LINES", "SuiteLines"]
 Loc = tuple[Any, ...]
 
 
+class _Mark(NamedTuple):
+    """Where a key or item is written."""
+
+    line: int
+    column: int
+
+
 class SuiteLines:
     """The line and column of each key and item of one suite file, read from YAML's marks (JSON is read as YAML here:
     a JSON text YAML cannot read has no lines, its problems said without them). Empty for a suite given as a dict."""
 
-    def __init__(self, path: Path | None = None, marks: dict[Loc, tuple[int, int]] | None = None, data: Any = None):
+    def __init__(self, path: Path | None = None, marks: dict[Loc, _Mark] | None = None, data: Any = None):
         self._path = path
         self._marks = marks or {}
         #: Each key's and item's place as problems name it (``metrics item 1 (exact_mach)``), and its loc.
@@ -41,56 +48,74 @@ class SuiteLines:
             loader.dispose()
         return cls(path, marks, data)
 
-    def at(self, loc: Loc) -> str:
+    def at(self, loc: Loc, first: Loc = ()) -> str:
         """``t.yaml line 3 column 5``: where the key or item at ``loc`` (or the nearest one holding it) is written;
+        where ``first`` (an earlier entry the one at ``loc`` repeats) is too (``..., the first at line 3 column 5``);
         "" where the suite has no lines."""
+        said = self._line(loc)
+        if said and (earlier := self._line(first)):
+            said += f", the first at {earlier}"
+        return f"{self._path} {said}" if said else ""
+
+    def _line(self, loc: Loc) -> str:
+        """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it); "" for none."""
         for end in range(len(loc), 0, -1):
             if (mark := self._marks.get(tuple(loc[:end]))) is not None:
-                return f"{self._path} line {mark[0]} column {mark[1]}"
+                return f"line {mark.line} column {mark.column}"
         return ""
 
-    def said(self, where: str, loc: Loc) -> str:
-        """``where`` (``judge.rmp``) after the line of ``loc``: ``t.yaml line 5 column 9: judge.rmp``."""
-        return f"{at}: {where}" if (at := self.at(loc)) else where
+    def said(self, where: str, loc: Loc, first: Loc = ()) -> str:
+        """``where`` (``judge.rmp``) after the line of ``loc`` (:meth:`at`): ``t.yaml line 5 column 9: judge.rmp``;
+        the line alone for no ``where``."""
+        at = self.at(loc, first)
+        return f"{at}: {where}" if at and where else at or where
 
     def place(self, loc: Loc, data: Any) -> str:
         """:func:`place` of ``loc`` in ``data``, after its line (:meth:`said`)."""
         return self.said(place(loc, data), loc)
 
     def placed(self, problems: list[Problem]) -> list[Problem]:
-        """``problems`` (those of a :class:`SuiteProblems` among them one by one), each place that is a key or item of
-        the file (``metrics item 1 (exact_mach)``) said after its line; a lone one's message then begins with its line
+        """``problems`` (those of a :class:`SuiteProblems` among them one by one), each said after its line: that of
+        its error's :attr:`~ConfigError.loc` (and ``first``), else of its place where that is a key or item of the
+        file (``metrics item 1 (exact_mach)``). A lone one's message then begins with its line, after "Invalid suite:"
         (:func:`raise_problems` raises it as it is)."""
-        located = [(self._places.get(where), where, error) for where, error in flat_problems(problems)]
-        if len(located) == 1 and (loc := located[0][0]) is not None:
-            located[0][2].args = (f"{self.at(loc)}: {located[0][2]}",)
-        return [(where if loc is None else self.said(where, loc), error) for loc, where, error in located]
+        located = [(error.loc or self._places.get(where), where, error) for where, error in flat_problems(problems)]
+        if len(located) == 1 and (loc := located[0][0]) and (at := self.at(loc, located[0][2].first)):
+            message = str(located[0][2])
+            head = "Invalid suite: " if message.startswith("Invalid suite: ") else ""
+            located[0][2].args = (f"{head}{at}: {message.removeprefix(head)}",)
+        return [(where if not loc else self.said(where, loc, error.first), error) for loc, where, error in located]
 
 
 #: The lines of a suite given as a dict (or a Suite): none.
 NO_LINES = SuiteLines()
 
 
-def _marks(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, tuple[int, int]]]:
-    """``(loc, (line, column))`` of every key and list item under ``node``, counted from 1. A node an alias repeats
-    (``*base``) is gone through once, where its anchor is: its keys' problems elsewhere name the alias's place (and a
-    few nested aliases cannot make millions); a merge key's (``<<: *base``) keys are the mapping's own there."""
+def _marks(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, _Mark]]:
+    """``(loc, mark)`` of every key and list item under ``node``, counted from 1. A node an alias repeats (``*base``)
+    is gone through once, where its anchor is: its keys' problems elsewhere name the alias's place (and a few nested
+    aliases cannot make millions); a merge key's (``<<: *base``) keys are the mapping's own there."""
     if id(node) in seen:
         return
     seen.add(id(node))
+    for key, mark, child in _entries(loader, node):
+        yield (*loc, key), mark
+        yield from _marks(loader, child, (*loc, key), seen)
+
+
+def _entries(loader: yaml.SafeLoader, node: yaml.Node) -> Iterator[tuple[str | int, _Mark, yaml.Node]]:
+    """Each key (a string or a number) or item of ``node``: its key or index, where it is written, and its value."""
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = loader.construct_object(key_node, deep=True)
             if isinstance(key, (str, int)):
-                yield (*loc, key), _mark(key_node)
-                yield from _marks(loader, value, (*loc, key), seen)
+                yield key, _mark(key_node.start_mark), value
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            yield (*loc, index), _mark(item)
-            yield from _marks(loader, item, (*loc, index), seen)
+            yield index, _mark(item.start_mark), item
 
 
-def _mark(node: yaml.Node) -> tuple[int, int]:
-    return node.start_mark.line + 1, node.start_mark.column + 1
+def _mark(mark: yaml.Mark) -> _Mark:
+    return _Mark(mark.line + 1, mark.column + 1)

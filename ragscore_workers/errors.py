@@ -23,6 +23,7 @@ EvictionWarning (a UserWarning) a cluster's Redis that may evict a run's keys, w
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .counts import did_you_mean
 
@@ -57,11 +58,19 @@ class ConfigError(RagscoreError):
     #: its message (unchanged), but said where a later stage's :class:`SuiteProblems` says it among others.
     where: str = ""
 
-    def __init__(self, message: str, *, placed: str = "") -> None:
+    def __init__(
+        self, message: str, *, placed: str = "", loc: tuple[Any, ...] = (), first: tuple[Any, ...] = ()
+    ) -> None:
         super().__init__(message)
         #: The message as said after its place in a :class:`SuiteProblems`, where the message names that place itself
         #: (``Bad params: k: ...`` after ``metrics item 2 (recall_at_k)``); "" for the message as it is.
         self.placed = placed
+        #: The key or item of the suite at fault, as pydantic gives a place (``("metrics", 1, "params", "k")``), for a
+        #: suite file to say its line; () where only ``where`` names it.
+        self.loc = loc
+        #: The earlier entry that the one at ``loc`` repeats or clashes with (the first of a metric listed twice), for
+        #: a suite file to say its line too; () for none.
+        self.first = first
 
 
 class UnknownMetricError(ConfigError):

@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, ValidationError
 from pydantic_core import ErrorDetails
 
-from ..counts import close_names, did_you_mean, noun, place
+from ..counts import close_names, did_you_mean, noun_names, place
 from ..errors import ConfigError, Problem, UnknownMetricError, raise_problems
 from ..schemas import UNSET, MetricResult, MetricSpec, Queue, Row, Suite, unset_means
 from ._params import booleans_read_as_numbers
@@ -174,22 +174,32 @@ class MetricDef:
         too: pydantic's lax mode reads ``true`` as 1). A name the model lacks is refused
         as by ``extra="forbid"`` unless the model says what to do with extras: a plug-in's plain ``BaseModel`` ignored a
         typo."""
-        problems = [self._unknown_param(str(key)) for key in _unknown_params(self.params_model, params)]
+        unknown = _unknown_params(self.params_model, params)
+        problems = [self._unknown_param(key) for key in unknown]
+        faulty: list[tuple[Any, ...]] = [(key,) for key in unknown]  # each problem's place in the params, where known
+
+        def noted(loc: tuple[Any, ...], raw: Any) -> str:
+            faulty.append(loc)
+            return place(loc, raw)
+
         try:
             parsed = self.params_model.model_validate(params)
-            problems += booleans_read_as_numbers(params, parsed)
+            problems += booleans_read_as_numbers(params, parsed, noted)
         except ValidationError as exc:
             problems += [self._problem(e, params) for e in exc.errors()]
+            faulty += [e["loc"] for e in exc.errors()]
         except Exception as exc:  # a plug-in's validator raising TypeError, which pydantic does not wrap
             problems.append(f"params: {type(exc).__name__}: {exc}")
         if problems:
-            raise self._bad_params("; ".join(problems))
+            raise self._bad_params("; ".join(problems), _key_of(faulty[0]) if faulty else ())
         return parsed
 
-    def _bad_params(self, problem: str) -> ConfigError:
+    def _bad_params(self, problem: str, key: tuple[Any, ...] = ()) -> ConfigError:
         """``Bad params for metric 'recall_at_k': k: ...``; said after its place (``metrics item 2 (recall_at_k)``),
-        which names the metric, ``Bad params: k: ...``."""
-        return ConfigError(f"Bad params for metric {self.name!r}: {problem}", placed=f"Bad params: {problem}")
+        which names the metric, ``Bad params: k: ...``; its ``loc`` the param's ``key`` in the metric's entry
+        (``("params", "k")``), or the entry itself."""
+        return ConfigError(f"Bad params for metric {self.name!r}: {problem}", placed=f"Bad params: {problem}",
+                           loc=("params", *key) if key else ())  # fmt: skip
 
     def _problem(self, error: ErrorDetails, params: dict[str, Any]) -> str:
         """One of pydantic's errors as ``field: message`` (``k item 2: ...``, counted from 1); an unknown param's
@@ -230,6 +240,12 @@ def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]
         return []
     names = _param_names(model)
     return [str(key) for key in params if key not in names]
+
+
+def _key_of(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` up to its last key (``("k",)`` of ``("k", 0)``): a bad param is pointed at by its key, not its value."""
+    last = max((i for i, step in enumerate(loc) if isinstance(step, str)), default=-1)
+    return loc[: last + 1]
 
 
 def _param_names(model: type[BaseModel]) -> set[str]:
@@ -342,43 +358,62 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
             params = mdef.parse_params(spec.params)
             written.append((mdef, params, mdef.outputs(params)))
         except ConfigError as exc:
+            exc.loc = ("metrics", index, *exc.loc)
             # an unknown name listed again is said unknown once (and listed twice, below)
             if not (isinstance(exc, UnknownMetricError) and spec.name in names[:index]):
                 problems.append((place(("metrics", index), {"metrics": names}), exc))
-    if dupes := sorted({n for n in names if names.count(n) > 1}):
-        problems.append(
-            ("", ConfigError(f"{noun(len(dupes), 'Metric')} listed twice in the suite: {', '.join(dupes)}"))
-        )
+    problems += _listed_twice(names)
     raise_problems(problems)
     raise_problems(_across_metrics([(mdef, outputs) for mdef, _, outputs in written]))
     return [(mdef, params) for mdef, params, _ in written]
 
 
-def _across_metrics(written: list[tuple[MetricDef, list[str]]]) -> list[Problem]:
-    """The problems of a suite's metrics taken together (each metric and its outputs): an output two metrics write, a
-    derived metric whose inputs no metric writes, a suite of derived metrics alone."""
+def _listed_twice(names: list[str]) -> list[Problem]:
+    """A problem for every metric the suite lists again, at its second entry, naming the first."""
     problems: list[Problem] = []
-    writers: dict[str, list[str]] = {}
-    for mdef, outputs in written:
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        first, again = [i for i, n in enumerate(names) if n == name][:2]
+        problems.append((place(("metrics", again), {"metrics": names}), ConfigError(
+            f"Metric listed twice in the suite: {name}: list each metric once", loc=("metrics", again),
+            first=("metrics", first))))  # fmt: skip
+    return problems
+
+
+def _across_metrics(written: list[tuple[MetricDef, list[str]]]) -> list[Problem]:
+    """The problems of a suite's metrics taken together (each metric and its outputs, in the suite's order): an output
+    two metrics write (at the second, naming the first), a derived metric whose inputs no metric writes, a suite of
+    derived metrics alone."""
+    problems: list[Problem] = []
+    writers: dict[str, list[int]] = {}
+    for index, (_, outputs) in enumerate(written):
         for output in outputs:
-            writers.setdefault(output, []).append(mdef.name)
-    if clashes := {o: names for o, names in writers.items() if len(names) > 1}:
-        said = "; ".join(f"{o!r} by {' and '.join(names)}" for o, names in sorted(clashes.items()))
-        clash = (f"Two metrics of the suite write the same output ({said}): one would overwrite the other's scores; "
-                 "drop one, or rename the plug-in metric")  # fmt: skip
-        problems.append(("", ConfigError(clash)))
+            writers.setdefault(output, []).append(index)
+    clashes: dict[tuple[int, ...], list[str]] = {}  # the metrics that write the same outputs, and those outputs
+    for output, indexes in writers.items():
+        if len(indexes) > 1:
+            clashes.setdefault(tuple(indexes), []).append(output)
+    for (first, again, *others), outputs in sorted(clashes.items()):
+        names = " and ".join(written[i][0].name for i in (first, again, *others))
+        clash = (f"Two metrics of the suite write the same {noun_names(outputs, 'output')} (by {names}): one "
+                 "would overwrite the other's scores; drop one, or rename the plug-in metric")  # fmt: skip
+        problems.append((_metric_place(written, again), ConfigError(clash, loc=("metrics", again),
+                                                                     first=("metrics", first))))  # fmt: skip
     produced = {o for mdef, outputs in written if mdef.kind != "derived" for o in outputs}
-    for mdef, _ in written:
+    for index, (mdef, _) in enumerate(written):
         missing = [i for i in mdef.inputs if i not in produced]
         if mdef.kind == "derived" and missing:
-            problems.append(
-                ("", ConfigError(f"Derived metric {mdef.name!r} needs {', '.join(missing)} in the same suite."))
-            )
+            needs = f"Derived metric {mdef.name!r} needs {', '.join(missing)} in the same suite."
+            problems.append((_metric_place(written, index), ConfigError(needs, loc=("metrics", index))))
     if not problems and all(mdef.kind == "derived" for mdef, _ in written):  # said by a derived metric's inputs first
         problems.append(
             ("", ConfigError("The suite has only derived metrics; add the metrics they are computed from."))
         )
     return problems
+
+
+def _metric_place(written: list[tuple[MetricDef, list[str]]], index: int) -> str:
+    """``metrics item 2 (mrr)``: the place of the suite's metric ``index``."""
+    return place(("metrics", index), {"metrics": [mdef.name for mdef, _ in written]})
 
 
 def parse_spec(spec: MetricSpec) -> tuple[MetricDef, BaseModel]:

@@ -192,6 +192,7 @@ MISTAKEN_SUITES: list[dict[str, Any]] = [
     {"metrics": ["exact_match"], "judge": {"rmp": 30}},
     {"metrics": [{"name": "exact_match", "param": {}}]},
     {"metrics": ["exact_match - mrr"]},
+    {"metrics": ["exact_match", "recall_at_k", "exact_match"]},
 ]
 
 

@@ -40,7 +40,7 @@ def test_every_problem_of_a_suite_file_names_its_line_and_column_a_dicts_keeps_i
     assert str(info.value).splitlines()[1:] == [
         f"  {path} line 3 column 5: metrics item 1 (exact_macth): Unknown metric 'exact_macth'. Did you mean "
         f"'exact_match'? Known metrics: {', '.join(info.value.errors[0].known)}.",  # type: ignore[attr-defined]
-        f"  {path} line 4 column 5: metrics item 2 (recall_at_k): Bad params: k: every k must be >= 1",
+        f"  {path} line 5 column 14: metrics item 2 (recall_at_k): Bad params: k: every k must be >= 1",
     ]
     path.write_text("metrics:\n  - recall_at_k\ngates:\n  - mrrr=0.5\njudge:\n  rpm: true\n")
     with pytest.raises(SuiteProblems) as info:
@@ -68,12 +68,88 @@ def test_a_suite_files_merge_keys_and_a_json_suites_tabs_keep_its_lines(tmp_path
         load_suite(path)
     assert [line.split(": metrics item")[0] for line in str(info.value).splitlines()[1:3]] == [
         f"  {path} line 2 column 5",
-        f"  {path} line 6 column 5",
+        f"  {path} line 7 column 14",  # the bad param's key, in the item the merge key is in
     ], str(info.value)
     json_path = tmp_path / "t.json"
     json_path.write_text('{\n\t"metrics": [\n\t\t"exact_macth"\n\t]\n}\n')
     with pytest.raises(UnknownMetricError, match=rf"^{re.escape(str(json_path))} line 3 column 3: Unknown metric"):
         load_suite(json_path)
+
+
+def _said_of(path: Path, text: str) -> str:
+    """What loading the suite ``text``, written to ``path``, says (its ConfigError), the path said as its name."""
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_suite(path)
+    return str(info.value).replace(str(path), path.name)
+
+
+@pytest.mark.parametrize(
+    ("section", "said"),
+    [
+        ("target:\n  url: https://rag.example\n  response:\n    answer: '$[['\n",
+         "Invalid suite: t.yaml line 5 column 5: target response.answer: not a JSON path: '$[[' (use a.b"),
+        ("targets:\n  - {system: a, url: https://rag.example}\n  - system: b\n    url: https://rag.example\n"
+         "    response: {contexts: 'hits[x'}\n",
+         "Invalid suite: t.yaml line 6 column 16: target b response.contexts: not a JSON path: 'hits[x' (use a.b"),
+    ],
+)  # fmt: skip
+def test_a_targets_response_path_that_does_not_parse_names_its_keys_line(
+    tmp_path: Path, section: str, said: str
+) -> None:
+    """A response path that does not parse was said without a line (``target b response.contexts: not a JSON
+    path``): it names the line and column of its key."""
+    assert _said_of(tmp_path / "t.yaml", f"metrics: [exact_match]\n{section}").startswith(said)
+
+
+def test_a_metric_listed_twice_or_missing_a_derived_input_names_the_offending_entrys_line_and_the_firsts(
+    tmp_path: Path,
+) -> None:
+    """A metric listed twice, and a derived metric whose inputs no metric gives, were said without a line: each is
+    said at its (second) entry, a duplicate with the line of the first too."""
+    path = tmp_path / "t.yaml"
+    said = _said_of(path, "metrics:\n  - exact_match\n  - recall_at_k\n  - name: exact_match\n  - recall_at_k\n")
+    assert said.splitlines()[1:] == [
+        "  t.yaml line 4 column 5, the first at line 2 column 5: metrics item 3 (exact_match): Metric listed twice in "
+        "the suite: exact_match: list each metric once",
+        "  t.yaml line 5 column 5, the first at line 3 column 5: metrics item 4 (recall_at_k): Metric listed twice in "
+        "the suite: recall_at_k: list each metric once",
+    ], said
+    said = _said_of(path, "metrics:\n  - exact_match\n  - combined\n")
+    assert said.startswith("t.yaml line 3 column 5: Derived metric 'combined' needs"), said
+
+
+def test_two_prices_or_budgets_name_the_line_of_each_value_and_a_budget_without_a_price_its_key(
+    tmp_path: Path,
+) -> None:
+    """Judge metrics giving a model two prices, or a budget two values, and ``max_cost`` without a price were said
+    without a line: each points at its key (the second value's, with the first's line)."""
+    path = tmp_path / "t.yaml"
+    said = _said_of(path, "judge: {model: m}\nmetrics:\n  - name: answer_accuracy\n    params:\n"
+                          "      prices: {m: [1, 2]}\n      max_cost: 1\n  - name: groundedness\n    params:\n"
+                          "      max_cost: 2\n      prices: {m: [1, 3]}\n")  # fmt: skip
+    assert [line.split(": judge metrics give")[0] for line in said.splitlines()[1:]] == [
+        "  t.yaml line 10 column 16, the first at line 5 column 16",
+        "  t.yaml line 9 column 7, the first at line 6 column 7",
+    ], said
+    said = _said_of(path, "judge: {model: m}\nmetrics:\n  - name: answer_accuracy\n    params:\n      max_cost: 1\n")
+    assert said.startswith("t.yaml line 5 column 7: max_cost (--max-cost) needs a price"), said
+
+
+@pytest.mark.parametrize(
+    ("metric", "params", "at"),
+    [
+        ("recall_at_k", "{k: [0]}", "line 3 column 14"),
+        ("recall_at_k", "\n      k: [1, 0]", "line 4 column 7"),
+        ("recall_at_k", "\n      k: [1, true]", "line 4 column 7"),
+        ("recall_at_k", "\n      k: [1]\n      kk: 1", "line 5 column 7"),
+        ("answer_hallucination", "\n      threshold: true", "line 4 column 7"),
+    ],
+)
+def test_a_bad_param_names_the_line_of_its_key(tmp_path: Path, metric: str, params: str, at: str) -> None:
+    """A bad param was said at the line of its metric's item, not at its key's: ``params: {k: [0]}`` names ``k``."""
+    said = _said_of(tmp_path / "t.yaml", f"metrics:\n  - name: {metric}\n    params: {params}\n")
+    assert said.startswith(f"t.yaml {at}: Bad params for metric '{metric}'"), said
 
 
 def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
@@ -91,13 +167,19 @@ def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
     assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'. Did you mean 'exact_match'")
     assert lines[2].startswith("  metrics item 2 (recall_at_k): Bad params: k: every k must be >= 1")
     assert "every k must be >= 1" in lines[2]
-    assert lines[3] == "  Metric listed twice in the suite: exact_match"
+    assert (
+        lines[3]
+        == "  metrics item 4 (exact_match): Metric listed twice in the suite: exact_match: list each metric once"
+    )
     assert lines[4].startswith("  target a response.answer: not a JSON path: '$[['")  # "Invalid suite" said once
     assert isinstance(info.value, ConfigError) and len(lines) == 5
     assert [type(e) for e in info.value.errors] == [UnknownMetricError, ConfigError, ConfigError, ConfigError]
     # a check across the metrics (after each metric's) is said with the targets' problems too
     suite["metrics"] = ["combined", "exact_match"]
-    with pytest.raises(SuiteProblems, match="(?m)^  Derived metric 'combined' needs .*\n  target a response.answer"):
+    with pytest.raises(
+        SuiteProblems,
+        match="(?m)^  metrics item 1 \\(combined\\): Derived metric 'combined' needs .*\n  target a response.answer",
+    ):
         load_suite(suite)
 
 
@@ -125,7 +207,9 @@ def test_an_unknown_metric_listed_twice_is_said_unknown_once() -> None:
     lines = str(info.value).splitlines()
     assert lines[0] == "Invalid suite: 2 problems:" and len(lines) == 3, info.value
     assert lines[1].startswith("  metrics item 1 (exact_mach): Unknown metric 'exact_mach'."), info.value
-    assert lines[2] == "  Metric listed twice in the suite: exact_mach", info.value
+    assert (
+        lines[2] == "  metrics item 2 (exact_mach): Metric listed twice in the suite: exact_mach: list each metric once"
+    )
 
 
 def test_an_unknown_metric_among_other_problems_is_still_an_unknown_metric_error() -> None:
@@ -170,8 +254,8 @@ def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: 
         ({"metrics": []}, "metrics: List should have at least 1 item"),
         # `metrics: exact_match` in YAML: "Input should be a valid list" alone did not say how to write one
         ({"metrics": "exact_match"}, re.escape("metrics: Input should be a valid list (metrics: [exact_match])")),
-        ({"metrics": ["exact_match", "exact_match"]}, "^Metric listed twice in the suite: exact_match$"),
-        ({"metrics": ["verbatim", "exact_match"] * 2}, "Metrics listed twice in the suite: exact_match, verbatim"),
+        ({"metrics": ["exact_match", "exact_match"]}, "^Metric listed twice in the suite: exact_match: list each "),
+        ({"metrics": ["verbatim", "exact_match"] * 2}, "(?s)suite: exact_match: .*\n.*suite: verbatim: list each"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpu": 0}}, "chunk sizes must be >= 1"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpus": 5}}, "unknown queue 'cpus'; choose from cpu, embed"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpus": 5, "gpu": 1}}, "unknown queues 'cpus', 'gpu'; choose"),
@@ -464,13 +548,23 @@ def test_a_plugin_writing_a_built_ins_output_or_failing_to_plan_is_refused_befor
     """A plug-in metric writing ``mrr`` overwrote recall_at_k's own MRR without a word; a params validator raising
     TypeError, or an ``outputs`` that raises, ended the CLI in a traceback (exit 1), not "Bad params" (exit 2)."""
     monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.careless")
-    with pytest.raises(ConfigError, match="write the same output \\('mrr' by recall_at_k and careless_rank\\)"):
+    with pytest.raises(ConfigError, match="write the same output 'mrr' \\(by recall_at_k and careless_rank\\)"):
         load_suite({"metrics": ["recall_at_k", "careless_rank"]})
     assert load_suite({"metrics": ["careless_rank"]}).metrics  # alone it writes nobody else's output
     with pytest.raises(ConfigError, match="Bad params for metric 'careless_cutoffs': params: TypeError: "):
         load_suite({"metrics": [{"name": "careless_cutoffs", "params": {"k": [1, None]}}]})
     with pytest.raises(ConfigError, match="'careless_cutoffs': its outputs cannot be named for them \\(IndexError"):
         load_suite({"metrics": [{"name": "careless_cutoffs", "params": {"k": [1, 5]}}]})
+
+
+def test_a_plugin_writing_a_built_ins_output_names_the_line_of_both_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two metrics writing the same output were said without a line: at the second's, with the first's."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.careless")
+    said = _said_of(tmp_path / "t.yaml", "name: t\nmetrics:\n  - recall_at_k\n  - exact_match\n  - careless_rank\n")
+    assert said.startswith("t.yaml line 5 column 5, the first at line 3 column 5: Two metrics of the suite write the "
+                           "same output 'mrr' (by recall_at_k and careless_rank)"), said  # fmt: skip
 
 
 def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_model(
@@ -1000,7 +1094,8 @@ def test_prices_budgets_and_gates_are_said_with_the_suites_other_problems() -> N
     assert lines[1].startswith("  target a response.answer: not a JSON path"), info.value
     assert (
         lines[2]
-        == "  judge metrics give model 'm' two prices, [1.0, 2.0] (answer_accuracy) and [1.0, 3.0] (groundedness)"
+        == "  judge metrics give model 'm' two prices, [1.0, 2.0] (answer_accuracy) and [1.0, 3.0] (groundedness): a "
+        "price is the provider's; give the same one in each"
     )
     assert lines[3].startswith("  judge metrics give max_cost different values, 1 (answer_accuracy), 2 (groundedness)")
     assert lines[4].startswith("  gates item 1 (exact_mach) names 'exact_mach', which the suite does not produce. Did ")
