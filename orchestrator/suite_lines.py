@@ -18,10 +18,11 @@ Loc = tuple[Any, ...]
 
 
 class _Mark(NamedTuple):
-    """Where a key or item is written."""
+    """Where a key or item is written; for an alias (``- *base``), also where the anchor it repeats is (its loc)."""
 
     line: int
     column: int
+    anchor: Loc | None = None
 
 
 class SuiteLines:
@@ -38,10 +39,10 @@ class SuiteLines:
     def of(cls, path: Path, text: str, data: Any) -> SuiteLines:
         """The lines of the suite file ``path`` holding ``text``, which reads as ``data``."""
         # a tab, which YAML refuses as indentation, is only whitespace in a JSON text (a string holds it escaped)
-        loader = yaml.SafeLoader(text.replace("\t", " ") if path.suffix.lower() == ".json" else text)
+        loader = _Loader(text.replace("\t", " ") if path.suffix.lower() == ".json" else text)
         try:
             node = loader.get_single_node()
-            marks = dict(_marks(loader, node, (), set())) if node is not None else {}
+            marks = dict(_marks(loader, node, (), {})) if node is not None else {}
         except yaml.YAMLError:
             marks = {}
         finally:
@@ -49,19 +50,23 @@ class SuiteLines:
         return cls(path, marks, data)
 
     def at(self, loc: Loc, first: Loc = ()) -> str:
-        """``t.yaml line 3 column 5``: where the key or item at ``loc`` (or the nearest one holding it) is written;
-        where ``first`` (an earlier entry the one at ``loc`` repeats) is too (``..., the first at line 3 column 5``);
-        "" where the suite has no lines."""
+        """``t.yaml line 3 column 5``: where the key or item at ``loc`` (or the nearest one holding it) is written,
+        and the anchor it repeats (``t.yaml line 12 column 5, from the anchor at line 3 column 5``); where ``first``
+        (an earlier entry the one at ``loc`` repeats) is too (``..., the first at line 3 column 5``); "" where the
+        suite has no lines."""
         said = self._line(loc)
         if said and (earlier := self._line(first)):
             said += f", the first at {earlier}"
         return f"{self._path} {said}" if said else ""
 
     def _line(self, loc: Loc) -> str:
-        """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it); "" for none."""
+        """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it), with its anchor's; "" for none."""
         for end in range(len(loc), 0, -1):
             if (mark := self._marks.get(tuple(loc[:end]))) is not None:
-                return f"line {mark.line} column {mark.column}"
+                said = f"line {mark.line} column {mark.column}"
+                if mark.anchor is not None and (anchor := self._line(mark.anchor)):
+                    said += f", from the anchor at {anchor}"
+                return said
         return ""
 
     def said(self, where: str, loc: Loc, first: Loc = ()) -> str:
@@ -91,19 +96,36 @@ class SuiteLines:
 NO_LINES = SuiteLines()
 
 
-def _marks(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc, seen: set[int]) -> Iterator[tuple[Loc, _Mark]]:
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, keeping where each alias in a list is written (``- *base``): its node is the anchor's,
+    marks and all."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        #: The mark of each list item written as an alias, by the list node's id and the item's index.
+        self.alias_marks: dict[tuple[int, int], yaml.Mark] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if isinstance(index, int) and self.check_event(yaml.AliasEvent):
+            self.alias_marks[id(parent), index] = self.peek_event().start_mark
+        return super().compose_node(parent, index)
+
+
+def _marks(loader: _Loader, node: yaml.Node, loc: Loc, seen: dict[int, Loc]) -> Iterator[tuple[Loc, _Mark]]:
     """``(loc, mark)`` of every key and list item under ``node``, counted from 1. A node an alias repeats (``*base``)
-    is gone through once, where its anchor is: its keys' problems elsewhere name the alias's place (and a few nested
-    aliases cannot make millions); a merge key's (``<<: *base``) keys are the mapping's own there."""
-    if id(node) in seen:
-        return
-    seen.add(id(node))
+    is gone through once, where its anchor is: the alias's mark names the anchor's place, which its keys' problems
+    elsewhere are said at (and a few nested aliases cannot make millions); a merge key's (``<<: *base``) keys are the
+    mapping's own there."""
+    seen[id(node)] = loc
     for key, mark, child in _entries(loader, node):
-        yield (*loc, key), mark
-        yield from _marks(loader, child, (*loc, key), seen)
+        if (anchor := seen.get(id(child))) is not None:
+            yield (*loc, key), mark._replace(anchor=anchor)
+        else:
+            yield (*loc, key), mark
+            yield from _marks(loader, child, (*loc, key), seen)
 
 
-def _entries(loader: yaml.SafeLoader, node: yaml.Node) -> Iterator[tuple[str | int, _Mark, yaml.Node]]:
+def _entries(loader: _Loader, node: yaml.Node) -> Iterator[tuple[str | int, _Mark, yaml.Node]]:
     """Each key (a string or a number) or item of ``node``: its key or index, where it is written, and its value."""
     if isinstance(node, yaml.MappingNode):
         for key_node, value in node.value:
@@ -114,7 +136,7 @@ def _entries(loader: yaml.SafeLoader, node: yaml.Node) -> Iterator[tuple[str | i
                 yield key, _mark(key_node.start_mark), value
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            yield index, _mark(item.start_mark), item
+            yield index, _mark(loader.alias_marks.get((id(node), index), item.start_mark)), item
 
 
 def _mark(mark: yaml.Mark) -> _Mark:

@@ -193,6 +193,7 @@ MISTAKEN_SUITES: list[dict[str, Any]] = [
     {"metrics": [{"name": "exact_match", "param": {}}]},
     {"metrics": ["exact_match - mrr"]},
     {"metrics": ["exact_match", "recall_at_k", "exact_match"]},
+    {"metrics": [(base := {"name": "recall_at_k"}), "exact_match", base]},  # the same dict twice: YAML's *id001
 ]
 
 

@@ -152,6 +152,16 @@ def test_a_bad_param_names_the_line_of_its_key(tmp_path: Path, metric: str, para
     assert said.startswith(f"t.yaml {at}: Bad params for metric '{metric}'"), said
 
 
+def test_an_item_given_as_an_alias_names_its_own_line_and_its_anchors(tmp_path: Path) -> None:
+    """An item written as an alias (``- *base``) was said at its anchor's line alone, which the user did not write
+    there: both are said."""
+    text = "metrics:\n  - &base\n    name: recall_at_k\n    params: {k: [1]}\n  - exact_match\n  - *base\n"
+    assert _said_of(tmp_path / "t.yaml", text) == (
+        "t.yaml line 6 column 5, from the anchor at line 2 column 5, the first at line 2 column 5: Metric listed twice "
+        "in the suite: recall_at_k: list each metric once"
+    )
+
+
 def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
     """An unknown metric and another's bad param: only the first was said, so the user fixed them one run at a time.
     Several are one SuiteProblems (a ConfigError), one a line, each named by its place; a lone one is raised as it
