@@ -369,31 +369,28 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
 
 
 def _listed_twice(names: list[str]) -> list[Problem]:
-    """A problem for every metric the suite lists again, at its second entry, naming the first."""
-    problems: list[Problem] = []
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        first, again = [i for i, n in enumerate(names) if n == name][:2]
-        problems.append((place(("metrics", again), {"metrics": names}), ConfigError(
-            f"Metric listed twice in the suite: {name}: list each metric once", loc=("metrics", again),
-            first=("metrics", first))))  # fmt: skip
-    return problems
+    """A problem for every entry of a metric the suite listed before (the second, the third ...), at that entry,
+    naming the first, in the suite's order."""
+    return [(place(("metrics", again), {"metrics": names}), ConfigError(
+                f"Metric listed twice in the suite: {name}: list each metric once", loc=("metrics", again),
+                first=("metrics", names.index(name))))
+            for again, name in enumerate(names) if name in names[:again]]  # fmt: skip
 
 
 def _across_metrics(written: list[tuple[MetricDef, list[str]]]) -> list[Problem]:
     """The problems of a suite's metrics taken together (each metric and its outputs, in the suite's order): an output
-    two metrics write (at the second, naming the first), a derived metric whose inputs no metric writes, a suite of
-    derived metrics alone."""
+    a metric writes that an earlier one writes too (at the later one, naming the first writer; one problem for each
+    such pair, naming the outputs they share), a derived metric whose inputs no metric writes, a suite of derived
+    metrics alone."""
     problems: list[Problem] = []
-    writers: dict[str, list[int]] = {}
+    writers: dict[str, int] = {}  # each output's first writer
+    clashes: dict[tuple[int, int], list[str]] = {}  # (the first writer, a later one): the outputs both write
     for index, (_, outputs) in enumerate(written):
         for output in outputs:
-            writers.setdefault(output, []).append(index)
-    clashes: dict[tuple[int, ...], list[str]] = {}  # the metrics that write the same outputs, and those outputs
-    for output, indexes in writers.items():
-        if len(indexes) > 1:
-            clashes.setdefault(tuple(indexes), []).append(output)
-    for (first, again, *others), outputs in sorted(clashes.items()):
-        names = " and ".join(written[i][0].name for i in (first, again, *others))
+            if (first := writers.setdefault(output, index)) != index:
+                clashes.setdefault((first, index), []).append(output)
+    for (first, again), outputs in sorted(clashes.items(), key=lambda clash: clash[0][::-1]):
+        names = f"{written[first][0].name} and {written[again][0].name}"
         clash = (f"Two metrics of the suite write the same {noun_names(outputs, 'output')} (by {names}): one "
                  "would overwrite the other's scores; drop one, or rename the plug-in metric")  # fmt: skip
         problems.append((_metric_place(written, again), ConfigError(clash, loc=("metrics", again),

@@ -16,6 +16,12 @@ def careless_rank(row: Row, params: NoParams) -> MetricResult:
     return MetricResult(score=0.123)
 
 
+@register("careless_ranks", Queue.CPU, outputs=lambda params: ["mrr", "recall_at_5"])
+def careless_ranks(row: Row, params: NoParams) -> MetricResult:
+    """Writes ``mrr`` and ``recall_at_5``, both recall_at_k's (and ``mrr`` careless_rank's)."""
+    return MetricResult(score=0.123)
+
+
 class Cutoffs(BaseModel):
     k: list[int | None] = [1]
 

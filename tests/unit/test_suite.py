@@ -115,6 +115,11 @@ def test_a_metric_listed_twice_or_missing_a_derived_input_names_the_offending_en
         "  t.yaml line 5 column 5, the first at line 3 column 5: metrics item 4 (recall_at_k): Metric listed twice in "
         "the suite: recall_at_k: list each metric once",
     ], said
+    said = _said_of(path, "metrics:\n  - exact_match\n  - exact_match\n  - name: exact_match\n")  # each repeat
+    assert [line.split(": metrics item")[0] for line in said.splitlines()[1:]] == [
+        "  t.yaml line 3 column 5, the first at line 2 column 5",
+        "  t.yaml line 4 column 5, the first at line 2 column 5",
+    ], said
     said = _said_of(path, "metrics:\n  - exact_match\n  - combined\n")
     assert said.startswith("t.yaml line 3 column 5: Derived metric 'combined' needs"), said
 
@@ -265,7 +270,7 @@ def test_an_outputs_name_given_as_a_metric_names_the_metric_that_makes_it(name: 
         # `metrics: exact_match` in YAML: "Input should be a valid list" alone did not say how to write one
         ({"metrics": "exact_match"}, re.escape("metrics: Input should be a valid list (metrics: [exact_match])")),
         ({"metrics": ["exact_match", "exact_match"]}, "^Metric listed twice in the suite: exact_match: list each "),
-        ({"metrics": ["verbatim", "exact_match"] * 2}, "(?s)suite: exact_match: .*\n.*suite: verbatim: list each"),
+        ({"metrics": ["verbatim", "exact_match"] * 2}, "(?s)suite: verbatim: .*\n.*suite: exact_match: list each"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpu": 0}}, "chunk sizes must be >= 1"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpus": 5}}, "unknown queue 'cpus'; choose from cpu, embed"),
         ({"metrics": ["exact_match"], "chunk_size": {"cpus": 5, "gpu": 1}}, "unknown queues 'cpus', 'gpu'; choose"),
@@ -575,6 +580,14 @@ def test_a_plugin_writing_a_built_ins_output_names_the_line_of_both_entries(
     said = _said_of(tmp_path / "t.yaml", "name: t\nmetrics:\n  - recall_at_k\n  - exact_match\n  - careless_rank\n")
     assert said.startswith("t.yaml line 5 column 5, the first at line 3 column 5: Two metrics of the suite write the "
                            "same output 'mrr' (by recall_at_k and careless_rank)"), said  # fmt: skip
+    # a third writer is said too, at its own entry, with the first writer; outputs a pair shares are said together
+    said = _said_of(tmp_path / "t.yaml", "metrics:\n  - recall_at_k\n  - careless_ranks\n  - careless_rank\n")
+    assert [line.split(": one would")[0] for line in said.splitlines()[1:]] == [
+        "  t.yaml line 3 column 5, the first at line 2 column 5: metrics item 2 (careless_ranks): Two metrics of the "
+        "suite write the same outputs 'mrr', 'recall_at_5' (by recall_at_k and careless_ranks)",
+        "  t.yaml line 4 column 5, the first at line 2 column 5: metrics item 3 (careless_rank): Two metrics of the "
+        "suite write the same output 'mrr' (by recall_at_k and careless_rank)",
+    ], said
 
 
 def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_model(
