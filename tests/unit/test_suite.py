@@ -66,7 +66,7 @@ def test_a_suite_files_merge_keys_and_a_json_suites_tabs_keep_its_lines(tmp_path
                     "  - <<: *recall\n    params: {k: [0]}\n")  # fmt: skip
     with pytest.raises(SuiteProblems) as info:
         load_suite(path)
-    assert [line.split(": metrics item")[0] for line in str(info.value).splitlines()[1:3]] == [
+    assert _heads(str(info.value), ": metrics item")[:2] == [
         f"  {path} line 2 column 5",
         f"  {path} line 7 column 14",  # the bad param's key, in the item the merge key is in
     ], str(info.value)
@@ -82,6 +82,11 @@ def _said_of(path: Path, text: str) -> str:
     with pytest.raises(ConfigError) as info:
         load_suite(path)
     return str(info.value).replace(str(path), path.name)
+
+
+def _heads(said: str, before: str) -> list[str]:
+    """Each problem's line of ``said`` (a :class:`SuiteProblems`), up to ``before``: its line and place."""
+    return [line.split(before)[0] for line in said.splitlines()[1:]]
 
 
 @pytest.mark.parametrize(
@@ -108,17 +113,15 @@ def test_a_metric_listed_twice_or_missing_a_derived_input_names_the_offending_en
     """A metric listed twice, and a derived metric whose inputs no metric gives, were said without a line: each is
     said at its (second) entry, a duplicate with the line of the first too."""
     path = tmp_path / "t.yaml"
-    said = _said_of(path, "metrics:\n  - exact_match\n  - recall_at_k\n  - name: exact_match\n  - recall_at_k\n")
+    said = _said_of(path, "metrics:\n  - exact_match\n  - recall_at_k\n  - name: exact_match\n  - recall_at_k\n"
+                          "  - exact_match\n")  # fmt: skip
     assert said.splitlines()[1:] == [
         "  t.yaml line 4 column 5, the first at line 2 column 5: metrics item 3 (exact_match): Metric listed twice in "
         "the suite: exact_match: list each metric once",
         "  t.yaml line 5 column 5, the first at line 3 column 5: metrics item 4 (recall_at_k): Metric listed twice in "
         "the suite: recall_at_k: list each metric once",
-    ], said
-    said = _said_of(path, "metrics:\n  - exact_match\n  - exact_match\n  - name: exact_match\n")  # each repeat
-    assert [line.split(": metrics item")[0] for line in said.splitlines()[1:]] == [
-        "  t.yaml line 3 column 5, the first at line 2 column 5",
-        "  t.yaml line 4 column 5, the first at line 2 column 5",
+        "  t.yaml line 6 column 5, the first at line 2 column 5: metrics item 5 (exact_match): Metric listed twice in "
+        "the suite: exact_match: list each metric once",  # each repeat, in the suite's order
     ], said
     said = _said_of(path, "metrics:\n  - exact_match\n  - combined\n")
     assert said.startswith("t.yaml line 3 column 5: Derived metric 'combined' needs"), said
@@ -133,7 +136,7 @@ def test_two_prices_or_budgets_name_the_line_of_each_value_and_a_budget_without_
     said = _said_of(path, "judge: {model: m}\nmetrics:\n  - name: answer_accuracy\n    params:\n"
                           "      prices: {m: [1, 2]}\n      max_cost: 1\n  - name: groundedness\n    params:\n"
                           "      max_cost: 2\n      prices: {m: [1, 3]}\n")  # fmt: skip
-    assert [line.split(": judge metrics give")[0] for line in said.splitlines()[1:]] == [
+    assert _heads(said, ": judge metrics give") == [
         "  t.yaml line 10 column 16, the first at line 5 column 16",
         "  t.yaml line 9 column 7, the first at line 6 column 7",
     ], said
@@ -582,7 +585,7 @@ def test_a_plugin_writing_a_built_ins_output_names_the_line_of_both_entries(
                            "same output 'mrr' (by recall_at_k and careless_rank)"), said  # fmt: skip
     # a third writer is said too, at its own entry, with the first writer; outputs a pair shares are said together
     said = _said_of(tmp_path / "t.yaml", "metrics:\n  - recall_at_k\n  - careless_ranks\n  - careless_rank\n")
-    assert [line.split(": one would")[0] for line in said.splitlines()[1:]] == [
+    assert _heads(said, ": one would") == [
         "  t.yaml line 3 column 5, the first at line 2 column 5: metrics item 2 (careless_ranks): Two metrics of the "
         "suite write the same outputs 'mrr', 'recall_at_5' (by recall_at_k and careless_ranks)",
         "  t.yaml line 4 column 5, the first at line 2 column 5: metrics item 3 (careless_rank): Two metrics of the "
