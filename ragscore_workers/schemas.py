@@ -374,6 +374,14 @@ class Row(BaseModel):
         return (self.model_extra or {}).get(NO_RETRIEVAL) is True
 
     @property
+    def sourceless(self) -> bool:
+        """Whether the row has no source to cite or quote, by its own word: no contexts, and it says its system
+        retrieved nothing (``retrieved_nothing``: retrieval ran and found nothing) or an LLM alone answered it
+        (``answered_alone``). ``quality_checks`` flags neither ``no_contexts`` nor ``no_citation`` on it and
+        ``verbatim`` leaves it unscorable by design (``no contexts``); ``recall_at_k`` still scores ``[]`` 0."""
+        return not self.has_contexts and (self.retrieved_nothing or self.answered_alone)
+
+    @property
     def key(self) -> str:
         """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
         return item_key(self.system, self.id)

@@ -3,10 +3,10 @@
 Issues, in ``details.issues`` in this order: ``empty_answer``; ``no_contexts`` (no context with text, unless the row
 says it retrieved nothing, ``Row.retrieved_nothing``, or a target that returns no contexts answered it,
 ``Row.answered_alone``: an LLM alone's, by design); ``no_citation`` (no match of
-``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``; not of a row an LLM alone answered, which has no
-source to cite); ``fallback_phrase`` (one of ``fallback_phrases``,
-case-insensitive, or a match of ``fallback_pattern``: by default a source that does not provide the information, or
-information that is not enough);
+``citation_pattern``, default ``[n]``, ``[1, 2]`` or ``[1-3]``; not of a row without contexts that says it retrieved
+nothing or that an LLM alone answered, ``Row.sourceless``: it has no source to cite); ``fallback_phrase`` (one of
+``fallback_phrases``, case-insensitive, or a match of ``fallback_pattern``: by default a source that does not provide
+the information, or information that is not enough);
 ``list_not_formatted`` (a list-style question answered with fewer than two bullet or numbered lines);
 ``low_retrieval_score`` (the mean ``score`` of the contexts that carry a finite one is below
 ``retrieval_threshold``; skipped when none does). The answer checks are skipped for an empty answer; a row
@@ -116,11 +116,10 @@ def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     details: dict[str, Any] = {}
     if not row.answer.strip():
         issues.append("empty_answer")
-    if not row.has_contexts and not (row.retrieved_nothing or row.answered_alone):  # by design: an LLM alone
+    if not row.has_contexts and not row.sourceless:  # by design: an LLM alone, or a retrieval that found nothing
         issues.append("no_contexts")
-    if row.answer.strip():
-        alone = row.answered_alone and not row.has_contexts  # an LLM alone's: no source to cite, by design
-        issues += _answer_issues(row.answer, row.question, params, cites=not alone)
+    if row.answer.strip():  # a row with no source has nothing to cite: recall_at_k scores its empty retrieval
+        issues += _answer_issues(row.answer, row.question, params, cites=not row.sourceless)
     scores = [c.score for c in row.contexts if c.score is not None and math.isfinite(c.score)]
     if scores:
         details["mean_retrieval_score"] = sum(scores) / len(scores)

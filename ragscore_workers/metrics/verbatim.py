@@ -47,7 +47,7 @@ def _check(citation: Citation, contexts: list[str]) -> dict[str, Any]:
 @register("verbatim", Queue.CPU, needs=("citations", "contexts"))
 def verbatim(row: Row, params: NoParams) -> MetricResult:
     """Existence score: share of quoted citations found verbatim in the context they cite."""
-    if row.answered_alone and not row.has_contexts:  # an LLM alone's, by design: no source to quote, cited or not
+    if row.sourceless:  # by design (an LLM alone's, or a retrieval that found nothing): no source to quote
         return MetricResult.unscorable("no contexts")
     if not row.citations:
         return MetricResult.unscorable("no citations")

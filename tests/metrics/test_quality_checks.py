@@ -83,6 +83,18 @@ def test_an_llm_alones_answer_is_not_flagged_for_citing_no_source() -> None:
     assert _run(answer="Heavy rain.", contexts=[]).details["issues"] == ["no_contexts", "no_citation"]
 
 
+def test_a_row_whose_retrieval_found_nothing_is_not_flagged_for_citing_no_source() -> None:
+    """``retrieved_doc_ids: []`` without contexts (retrieval ran and found nothing) leaves no source a [n] marker could
+    name: no_citation was flagged, scoring 0 twice what recall_at_k already scores 0. A row without the field (an
+    Auto-Analyst row, which says nothing of its retrieval) and one with contexts keep the issue."""
+    assert _run(answer="Heavy rain.", contexts=[], retrieved_doc_ids=[]).details["issues"] == []
+    assert _run(answer="Heavy rain.", retrieved_doc_ids=[]).details["issues"] == ["no_citation"]
+    assert _run(answer="Heavy rain.", contexts=[], retrieved_doc_ids=["d1"]).details["issues"] == [
+        "no_contexts",
+        "no_citation",
+    ]
+
+
 @pytest.mark.parametrize("answer", ["Rain [1][2].", "Rain [1, 2].", "Rain [1,3].", "Rain [1-3].", "Rain [2–4]."])
 def test_a_bracket_citing_several_sources_is_a_citation(answer: str) -> None:
     assert _run(answer=answer).details["issues"] == []

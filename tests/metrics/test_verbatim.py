@@ -55,6 +55,16 @@ def test_an_llm_alones_row_without_citations_is_unscorable_by_design() -> None:
         assert result.details["reason"] == "no citations" and "no citations" not in BY_DESIGN_REASONS
 
 
+def test_a_row_whose_retrieval_found_nothing_is_unscorable_by_design() -> None:
+    """``retrieved_doc_ids: []`` without contexts has no source to quote, as an LLM alone's row: without citations it
+    was 'no citations', not by design, which fails an output every row of which is so; a row with contexts is not."""
+    for citations in (None, [{"source_index": 0, "quote": "river"}]):
+        row = Row.model_validate({"id": "x", "citations": citations, "retrieved_doc_ids": []})
+        assert verbatim(row, NoParams()).details["reason"] == "no contexts"
+    row = Row.model_validate({"id": "x", "contexts": ["The river."], "retrieved_doc_ids": []})
+    assert verbatim(row, NoParams()).details["reason"] == "no citations"
+
+
 def test_out_of_range_source_index_is_not_found_and_says_so() -> None:
     result = _run([{"source_index": 2, "quote": "river"}, {"source_index": -1, "quote": "slowly"}])
     assert result.score == 0.0
