@@ -205,8 +205,9 @@ class Comparison:
     #: lack by design (``no contexts``: an LLM alone on the context metrics): "no scored rows" too, but not comparable,
     #: so not gated.
     inapplicable: dict[str, list[str]] = field(default_factory=dict)
-    #: Per output of :attr:`inapplicable`: the reasons its items give (``no contexts``, ``no retrieved_doc_ids``).
-    lacks: dict[str, list[str]] = field(default_factory=dict)
+    #: Per output of :attr:`inapplicable` and system of it there: the reasons that system's items give (``no
+    #: contexts``, ``no retrieved_doc_ids``), each system's own: an LLM alone's lack is not said of another system.
+    lacks: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def shown(self) -> list[Difference]:
         """The differences the tables show and ``--fail-on-worse`` gates: not those of an output one side's suite has
@@ -244,15 +245,16 @@ class _Scores:
         self.unscorable: Counter[tuple[int, str]] = Counter()
         #: (arm, output) -> of those, items that lack a field a system may lack by design (``no contexts``)
         self.by_design: Counter[tuple[int, str]] = Counter()
-        #: output -> the reasons of its items that lack a field by design (``no contexts``, ``no retrieved_doc_ids``)
-        self.lacks: dict[str, set[str]] = {}
+        #: (arm, output) -> the reasons of its items that lack a field by design (``no contexts``, ``no
+        #: retrieved_doc_ids``)
+        self.lacks: dict[tuple[int, str], set[str]] = {}
 
     def unscorable_as(self, arm: int, output: str, reason: Any) -> None:
         """Count an item of ``arm`` whose ``output`` is unscorable for ``reason`` (by design or not)."""
         self.unscorable[arm, output] += 1
         if reason in BY_DESIGN_REASONS:
             self.by_design[arm, output] += 1
-            self.lacks.setdefault(output, set()).add(reason)
+            self.lacks.setdefault((arm, output), set()).add(reason)
 
     def set_question(self, arm: int, qid: str, sha: str) -> None:
         """Note the question an arm's item ``qid`` asked (scored or not); a value that is no fingerprint (an
@@ -532,10 +534,12 @@ def unscored_text(c: Comparison) -> str:
 
 
 def _by_lack(c: Comparison) -> dict[str, dict[str, list[str]]]:
-    """:attr:`Comparison.inapplicable` by what its outputs' rows lack (``no contexts``, ``no retrieved_doc_ids``)."""
+    """:attr:`Comparison.inapplicable` by what each system's rows of its outputs lack (``no contexts``, ``no
+    retrieved_doc_ids``)."""
     by_lack: dict[str, dict[str, list[str]]] = {}
     for name, arms in c.inapplicable.items():
-        by_lack.setdefault(" or ".join(c.lacks[name]), {})[name] = arms
+        for arm in arms:
+            by_lack.setdefault(" or ".join(c.lacks[name][arm]), {}).setdefault(name, []).append(arm)
     return by_lack
 
 
@@ -663,7 +667,8 @@ def compare(
                             unchecked=unchecked, unpaired=unpaired, errors=errors,
                             bases={arms[i]: arms[b] for b, i in pairs}, by_system=by_system, alone=alone,
                             unscored=unscored, unscorable=unscorable, inapplicable=inapplicable,
-                            lacks={name: sorted(scores.lacks[name]) for name in inapplicable})  # fmt: skip
+                            lacks={name: {arm: sorted(scores.lacks[column[arm], name]) for arm in lacking}
+                                   for name, lacking in inapplicable.items()})  # fmt: skip
     if not any(d.n for d in differences):
         scored = {arm: [m for m in outputs if counts[m][arm]] for arm in arms}
         if not any(set(scored[arms[b]]) & set(scored[arms[i]]) for b, i in pairs):

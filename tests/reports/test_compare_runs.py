@@ -536,6 +536,30 @@ def test_a_systems_recall_unscorable_by_design_is_said_to_lack_retrieved_ids_not
     assert "no scored rows in llm: verbatim (its rows have no contexts, as a system that retrieves nothing" in said
 
 
+def test_what_a_systems_rows_lack_by_design_is_said_of_that_system_alone() -> None:
+    """Two systems no item of which scored mrr by design, each for its own lack: the lacks were per output, so each
+    was said to lack both ("no contexts or no retrieved_doc_ids"), an LLM alone's lack given to the other. They are
+    per output and system."""
+    import dataclasses
+
+    from orchestrator.reports.compare import unscored_text
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    def unscorable(system: str, reason: str) -> Any:  # exact_match scored as the rag system's, mrr for ``reason``
+        why = {"score": None, "error": None, "details": {"reason": reason}}
+        scored = _run(system, [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(4)], ("exact_match", "mrr"))
+        items = [dataclasses.replace(i, metrics={**i.metrics, "mrr": why}) for i in scored.items()]
+        return dataclasses.replace(scored, items=lambda: iter(items))
+
+    rag = _run("rag", [(f"q{i}", sha(f"Q{i}?"), 1.0) for i in range(4)], ("exact_match", "mrr"))
+    result = compare([rag, unscorable("llm", "no retrieved_doc_ids"), unscorable("bare", "no contexts")])
+    assert result.inapplicable == {"mrr": ["llm", "bare"]}, result.inapplicable
+    assert result.lacks == {"mrr": {"llm": ["no retrieved_doc_ids"], "bare": ["no contexts"]}}, result.lacks
+    said = " ".join(unscored_text(result).split())
+    assert "no scored rows in llm: mrr (its rows have no retrieved_doc_ids, as a system" in said, said
+    assert "no scored rows in bare: mrr (its rows have no contexts, as a system" in said, said
+
+
 def test_a_system_compared_with_nothing_that_scored_no_item_of_an_output_is_said_why() -> None:
     """Compared by system, a system without a namesake is shown, its cell of the means "no scored rows", but the notes
     said why only of the compared systems: not that its rows have no contexts (an LLM alone) or were all unscorable."""
