@@ -10,7 +10,7 @@ answer (an answered row's is the user's). A row answered by a target that return
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .counts import agree, counted
@@ -20,6 +20,7 @@ __all__ = [
     "NO_RETRIEVAL",
     "TARGET_ERROR",
     "AloneRows",
+    "SystemRows",
     "marked_unanswered",
     "unanswered_why",
     "without_mark",
@@ -35,13 +36,36 @@ NO_RETRIEVAL = "ragscore:no_retrieval"
 LEGACY_TARGET_ERROR = "target_error"
 
 
+@dataclass
+class SystemRows:
+    """One system's rows of a dataset, as the scan counts them for the pre-run warnings: how many, how many marked
+    :data:`NO_RETRIEVAL`, and the row fields some row of it has (as ``DatasetScan.fields_seen``)."""
+
+    system: str | None
+    rows: int = 0
+    marked: int = 0
+    seen: set[str] = field(default_factory=set)
+
+    def add(self, marked: bool, seen: set[str]) -> None:
+        """Count a row of the system: ``marked`` as an LLM alone's or not, having the fields ``seen``."""
+        self.rows += 1
+        self.marked += marked
+        self.seen |= seen
+
+    def named(self) -> str:
+        """How a warning names the system: ``system 'llm'``, or the rows that name none."""
+        return "rows without a system" if self.system is None else f"system {self.system!r}"
+
+
 @dataclass(frozen=True)
 class AloneRows:
     """A dataset's rows marked :data:`NO_RETRIEVAL` (an LLM-alone target run's answers.jsonl, scored again without its
-    targets): how many, and whether every row is."""
+    targets): how many, and whether every row is; and its rows per system (:class:`SystemRows`, the first systems),
+    whose retrieval fields say which systems retrieve nothing where others do (a mixed answers.jsonl)."""
 
     rows: int = 0
     every: bool = False
+    systems: tuple[SystemRows, ...] = ()
 
     def said(self) -> tuple[str, str]:
         """How the pre-run warning names these rows, and them again (``ResolvedSuite._alone_warning``)."""

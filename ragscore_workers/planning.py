@@ -21,9 +21,9 @@ from celery import chord
 from celery.canvas import Signature
 from pydantic import BaseModel
 
-from .answers import AloneRows
+from .answers import NO_RETRIEVAL, AloneRows, SystemRows
 from .app import QUEUE_LIMITS, app
-from .counts import agree, noun_names
+from .counts import agree, counted, noun_names
 from .metrics.code_test import CodeTestParams, code_column_note
 from .metrics.registry import OPTIONAL_FIELDS, MetricDef, resolve
 from .schemas import RETRIEVAL_FIELDS, TARGET_FIELDS, Queue, Row, Suite, TargetConfig
@@ -50,6 +50,9 @@ __all__ = [
 #: the sources it retrieved none of (a quote, ``verbatim``: ``no contexts``; sentence ids, ``citation`` and
 #: ``evidence_overlap``: ``NO_EVIDENCE``).
 ALONE_LACKS = (*RETRIEVAL_FIELDS, "citations", "evidence_sentences")
+#: Systems of a mixed dataset the pre-run warnings name one by one (``ResolvedSuite._system_warnings``); the rest are
+#: counted.
+MAX_SYSTEMS_SAID = 5
 #: Scoring queues in the order runs list them (the target stage first).
 QUEUE_ORDER = ("target", "cpu", "embed", "judge", "code")
 #: Questions per task message: big on cheap queues (fewer messages), small where one item is slow
@@ -140,7 +143,9 @@ class ResolvedSuite:
         rows of a target returning none, or rows so marked, lack are said once of them (:meth:`_alone_warning`);
         where every target or row is such, not again as a column named otherwise."""
         marked = self._marked(alone)
-        said = self._alone_warning(self._alone_lack(fields_seen, marked), marked)
+        lacking = self._systems_lacking(fields_seen, alone)
+        said = (self._system_warnings(lacking) if lacking
+                else self._alone_warning(self._alone_lack(fields_seen, marked), marked))  # fmt: skip
         fields_seen = self._with_filled(fields_seen) | self._by_design(fields_seen, alone)
         return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
@@ -174,9 +179,7 @@ class ResolvedSuite:
         such a target or row."""
         if not self.alone_targets and not marked.rows:
             return set()
-        filled = _filled_by(self.alone_targets)
-        lacking = {f for f in ALONE_LACKS if f not in fields_seen and f not in filled}
-        return lacking if "contexts" in lacking else lacking - {"citations"}
+        return _lacked(fields_seen | _filled_by(self.alone_targets))
 
     def _alone_warning(self, lacking: set[str], marked: AloneRows) -> list[str]:
         """One warning naming the targets that return no contexts (or the rows ``marked`` as theirs) and the suite's
@@ -190,6 +193,56 @@ class ResolvedSuite:
         said, theirs = marked.said() if marked.rows else self._alone_targets_said()
         return [f"{said}: {', '.join(names)} will be unscorable for {theirs} ({why}; no failure where other metrics "
                 "score)"]  # fmt: skip
+
+    def _systems_lacking(self, fields_seen: set[str], alone: AloneRows | None) -> list[SystemRows]:
+        """The systems (``alone.systems``) no row of which gives contexts nor retrieved doc ids where the dataset's
+        other rows give some (a mixed answers.jsonl: a RAG system's rows and an LLM alone's); none where the suite has
+        targets, which answer every row anew, or where no row gives either (said of the dataset as a whole)."""
+        if self.targets or alone is None or not fields_seen.intersection(RETRIEVAL_FIELDS):
+            return []
+        return [rows for rows in alone.systems if not rows.seen.intersection(RETRIEVAL_FIELDS)]
+
+    def _system_warnings(self, lacking: list[SystemRows]) -> list[str]:
+        """One warning per system of ``lacking`` (:meth:`_systems_lacking`) naming the suite's metrics that will be
+        unscorable for its rows, by design, and those that score them 0 (``scores_without``: ``recall_at_k`` scores a
+        row without retrieved ids as a retrieval that found nothing, unless the row is marked :data:`NO_RETRIEVAL`);
+        none for a system no metric of the suite reads so. The first :data:`MAX_SYSTEMS_SAID` systems, then a count."""
+        said = [line for rows in lacking if (line := self._system_warning(rows))]
+        if len(said) <= MAX_SYSTEMS_SAID:
+            return said
+        return [*said[:MAX_SYSTEMS_SAID], f"{counted(len(said) - MAX_SYSTEMS_SAID, 'more system')} give no contexts "
+                "nor retrieved_doc_ids, where other systems' rows do: the same holds of their rows"]  # fmt: skip
+
+    def _system_warning(self, rows: SystemRows) -> str | None:
+        """:meth:`_system_warnings`' line of one system's ``rows``: the metrics that will be unscorable for them, for
+        lack of what they lack (:func:`_lacked`; by design where every row is marked :data:`NO_RETRIEVAL`), and those
+        that score them 0 instead (``scores_without``, of rows not so marked); None where no metric reads what they
+        lack."""
+        marked = rows.marked == rows.rows
+        lacking = _lacked(rows.seen)
+        unscorable: dict[str, set[str]] = {}
+        zeroed = []
+        for m, _ in self.metrics:
+            read = lacking.intersection((*m.needs, *(m.scores_without if marked else ())))
+            if read:
+                unscorable[m.name] = read
+            elif lacking.intersection(m.scores_without):
+                zeroed.append(m.name)
+        if not unscorable and not zeroed:
+            return None
+        n, them = rows.rows, agree(rows.rows, "it", "them")
+        who = f"marked {NO_RETRIEVAL!r}: an LLM alone" if marked else "an LLM alone?"
+        parts = []
+        if unscorable:
+            why = " or ".join(f"no {f}" for f in ALONE_LACKS if any(f in read for read in unscorable.values()))
+            parts.append(f"{', '.join(unscorable)} will be unscorable for {them}{', by design' if marked else ''} "
+                         f"({why})")  # fmt: skip
+        if zeroed:
+            parts.append(f"{', '.join(zeroed)} {agree(len(zeroed), 'scores', 'score')} {them} 0, as a retrieval that "
+                         f"found nothing (if the system retrieves nothing by design, mark its rows {NO_RETRIEVAL!r}: "
+                         "true, and they are unscorable by design)")  # fmt: skip
+        return (f"{rows.named()}: {counted(n, 'row')} {agree(n, 'gives', 'give')} no contexts nor retrieved_doc_ids "
+                f"where other systems' rows do ({who}): {'; '.join(parts)}")  # fmt: skip
 
     def _alone_targets_said(self) -> tuple[str, str]:
         """How :meth:`_alone_warning` names the targets that return no contexts, and their rows."""
@@ -254,6 +307,13 @@ class ResolvedSuite:
         """Item key -> the metrics to run again, from item key -> the outputs the store lacks."""
         outputs = self.scoring_outputs()
         return {key: {m for m, outs in outputs.items() if lacks & set(outs)} for key, lacks in missing.items()}
+
+
+def _lacked(fields_seen: set[str]) -> set[str]:
+    """The fields of ``ALONE_LACKS`` not in ``fields_seen`` (those rows have, or targets fill); ``citations`` only
+    with ``contexts`` (rows given contexts have sources to quote: ``verbatim`` fails them for ``no citations``)."""
+    lacking = {f for f in ALONE_LACKS if f not in fields_seen}
+    return lacking if "contexts" in lacking else lacking - {"citations"}
 
 
 def _filled_by(targets: list[TargetConfig]) -> set[str]:

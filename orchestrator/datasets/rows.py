@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ragscore_workers.aggregate import repeated_values
-from ragscore_workers.answers import TARGET_ERROR, AloneRows
+from ragscore_workers.aggregate import MAX_BREAKDOWN_VALUES, repeated_values
+from ragscore_workers.answers import TARGET_ERROR, AloneRows, SystemRows
 from ragscore_workers.counts import agree, and_more, counted, did_you_mean, listed, noun
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import ITEM_META_FIELDS, Row
@@ -277,13 +277,25 @@ class DatasetScan:
     target_marks: int = 0
     #: Rows marked :data:`NO_RETRIEVAL` (an LLM-alone target run's answers.jsonl): their system retrieves nothing.
     alone_rows: int = 0
+    #: The rows of each system (the first MAX_BREAKDOWN_VALUES, as the summary's breakdown keeps them; later ones are
+    #: not counted): which systems give no contexts nor retrieved ids where others do (a mixed answers.jsonl).
+    systems: dict[str | None, SystemRows] = field(default_factory=dict)
     #: How its messages name the dataset and its rows (a JSON list's by their place in it, an object's by key).
     named: Named = field(default_factory=lambda: Named(""))
 
     @property
     def alone(self) -> AloneRows:
         """The rows marked as an LLM alone's, for the pre-run warnings (``ResolvedSuite.pre_run_warnings``)."""
-        return AloneRows(self.alone_rows, every=self.rows > 0 and self.alone_rows == self.rows)
+        every = self.rows > 0 and self.alone_rows == self.rows
+        return AloneRows(self.alone_rows, every=every, systems=tuple(self.systems.values()))
+
+    def count_system(self, row: Row, seen: set[str]) -> None:
+        """Count ``row``, having the fields ``seen``, among its system's rows (:attr:`systems`)."""
+        rows = self.systems.get(row.system)
+        if rows is None and len(self.systems) < MAX_BREAKDOWN_VALUES:
+            rows = self.systems[row.system] = SystemRows(row.system)
+        if rows is not None:
+            rows.add(row.answered_alone, seen)
 
     @property
     def fields_empty(self) -> set[str]:
@@ -546,8 +558,10 @@ def scan_dataset(
             continue
         scan.rows += 1
         given = {f for f in row.model_fields_set & ROW_FIELDS if _given(row, f)}
+        seen = {f for f in given if _seen(row, f)}
         scan.fields_given |= given
-        scan.fields_seen |= {f for f in given if _seen(row, f)}
+        scan.fields_seen |= seen
+        scan.count_system(row, seen)
         if row.model_extra:
             scan.target_marks += TARGET_ERROR in row.model_extra
             scan.alone_rows += row.answered_alone

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+from orchestrator.datasets.rows import scan_dataset
 from orchestrator.suite import load_suite
+from ragscore_workers.answers import NO_RETRIEVAL
 
 
 def test_a_dataset_with_neither_code_nor_answer_is_warned_of_for_checks_and_code_test() -> None:
@@ -58,3 +64,45 @@ def test_a_target_returning_no_contexts_is_warned_of_once_naming_the_metrics_uns
         "targets 'a', 'b' return no contexts (their response maps name neither contexts nor retrieved_doc_ids: LLMs "
         "alone, which retrieve nothing): recall_at_k, context_relevance will be unscorable for their rows"
     )
+
+
+def _scanned_warnings(tmp_path: Path, rows: list[dict[str, Any]], metrics: list[str]) -> list[str]:
+    """The pre-run warnings of ``metrics`` for ``rows``, written as a JSONL file and scanned as a run scans it."""
+    data = tmp_path / "answers.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    scan = scan_dataset(data, None, on_error=lambda error: None)
+    return load_suite({"metrics": metrics}).pre_run_warnings(
+        scan.fields_seen, scan.columns_seen, scan.fields_empty, scan.alone
+    )
+
+
+def _mixed(llm: dict[str, Any]) -> list[dict[str, Any]]:
+    """Three rows of a RAG system (contexts and retrieved ids) and two of an LLM alone (neither; ``llm`` added)."""
+    rag = [{"id": f"q{i}", "system": "rag", "question": "Q?", "answer": "A [1].", "reference": "A",
+            "gold_doc_id": "d1", "contexts": ["A."], "retrieved_doc_ids": ["d1"]} for i in range(3)]  # fmt: skip
+    alone = [{"id": f"q{i}", "system": "llm", "question": "Q?", "answer": "A.", "reference": "A", "gold_doc_id": "d1"}
+             | llm for i in range(2)]  # fmt: skip
+    return rag + alone
+
+
+def test_a_mixed_dataset_says_once_per_system_what_its_llm_alone_rows_lack(tmp_path: Path) -> None:
+    """A RAG system's rows with contexts and an LLM alone's without: nothing was said before the run (the warning
+    fired only where no row gave contexts). One line per system now names its rows and what is unscorable for them,
+    by design where they are marked, recall 0 where not; none of the RAG system."""
+    metrics = ["exact_match", "recall_at_k", "context_relevance"]
+    marked = _scanned_warnings(tmp_path, _mixed({NO_RETRIEVAL: True}), metrics)
+    assert marked == [
+        "system 'llm': 2 rows give no contexts nor retrieved_doc_ids where other systems' rows do (marked "
+        "'ragscore:no_retrieval': an LLM alone): recall_at_k, context_relevance will be unscorable for them, by design "
+        "(no contexts or no retrieved_doc_ids)"
+    ], marked
+    unmarked = _scanned_warnings(tmp_path, _mixed({}), metrics)
+    assert unmarked == [
+        "system 'llm': 2 rows give no contexts nor retrieved_doc_ids where other systems' rows do (an LLM alone?): "
+        "context_relevance will be unscorable for them (no contexts); recall_at_k scores them 0, as a retrieval that "
+        "found nothing (if the system retrieves nothing by design, mark its rows 'ragscore:no_retrieval': true, and "
+        "they are unscorable by design)"
+    ], unmarked
+    assert _scanned_warnings(tmp_path, _mixed({NO_RETRIEVAL: True}), ["exact_match"]) == []
+    found_nothing = _scanned_warnings(tmp_path, _mixed({"retrieved_doc_ids": []}), metrics)
+    assert not [w for w in found_nothing if "system 'llm'" in w], found_nothing  # retrieval ran: no LLM alone
