@@ -362,8 +362,9 @@ class Row(BaseModel):
 
     @property
     def retrieved_nothing(self) -> bool:
-        """Whether the row says its system retrieved nothing: ``retrieved_doc_ids: []`` (an LLM alone's rows). A row
-        without the field (absent or null) says nothing of its retrieval."""
+        """Whether the row says its system retrieved nothing: ``retrieved_doc_ids: []`` (a retrieval that ran and found
+        nothing: ``recall_at_k`` scores it 0; an LLM alone's rows are ``answered_alone``). A row without the field
+        (absent or null) says nothing of its retrieval."""
         return self.retrieved_doc_ids == []
 
     @property
