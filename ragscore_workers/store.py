@@ -37,6 +37,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
 ``scoring``        hash    ``{queue}:{item key}`` a careful delivery is scoring (left behind: its process died on it)
 ``answers:{shard}`` hash   target runs: item key -> the answered row, or the row and why the target failed
                           (released and written back with the items: :meth:`RunStore.restore_answers`)
+``answers_scored`` hash    target runs: shard -> the generation whose callback read (scored) its answers; a late
+                          answer of that generation is not stored after (:meth:`RunStore.mark_answers_scored`)
 ``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
                           and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
 ``loading``        hash    ``{host}:{pid}:{thread}`` -> what a worker does for the run before its units are written
@@ -290,19 +292,26 @@ return 1
 """
 
 
-# KEYS[1] = answers hash, KEYS[2] = progress, KEYS[3] = redo marks, KEYS[4] = meta; ARGV[1] = ttl, ARGV[2] = '1' for
-# late answers, then key, value pairs. An answer stored as a real one (no ``error``) is kept: neither an error nor
-# another answer replaces it (:meth:`RunStore.save_answers`); a late one replaces a stored error alone, the hash's TTL
-# as it is. A new answer counts one unit of the target stage; a failed answer replaced counts nothing new, but takes
-# the mark a resume set on it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``.
+# KEYS[1] = answers hash, KEYS[2] = progress, KEYS[3] = redo marks, KEYS[4] = meta, KEYS[5] = answers_scored;
+# ARGV[1] = ttl, ARGV[2] = '1' for late answers, ARGV[3] = the shard, then key, value pairs. An answer stored as a real
+# one (no ``error``) is kept: neither an error nor another answer replaces it (:meth:`RunStore.save_answers`); a late
+# one replaces a stored error alone, the hash's TTL as it is, and only until the shard's callback of the run's
+# generation read its answers (:meth:`RunStore.mark_answers_scored`): the report would call it an error. A new answer
+# counts one unit of the target stage; a failed answer replaced counts nothing new, but takes the mark a resume set on
+# it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``. Returns how many are new (late: how many
+# were stored).
 _ANSWERS_LUA = """
 local late = ARGV[2] == '1'
-local new, redone = 0, 0
-for i = 3, #ARGV, 2 do
+if late and redis.call('HGET', KEYS[5], ARGV[3]) == (redis.call('HGET', KEYS[4], 'generation') or '0') then
+  return 0
+end
+local new, redone, written = 0, 0, 0
+for i = 4, #ARGV, 2 do
   local stored = redis.call('HGET', KEYS[1], ARGV[i])
   if (not stored and not late) or (stored and type(cjson.decode(stored)['error']) == 'string') then
     new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redone = redone + redis.call('HDEL', KEYS[3], KEYS[1] .. '|' .. ARGV[i])
+    written = written + 1
   end
 end
 if not late then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
@@ -317,10 +326,13 @@ end
 if (new ~= 0 or redone ~= 0) and redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('HSET', KEYS[4], 'progress_at', redis.call('TIME')[1])
 end
+if late then return written end
 return new
 """
 
 
+#: The run's hash of shard -> the generation whose target callback read its answers (:meth:`RunStore.save_answers`).
+ANSWERS_SCORED = "answers_scored"
 #: The meta fields :meth:`RunStore.release_items` writes: when (epoch seconds) the run's items leave the store, and
 #: the folder that holds its reports.
 ITEMS_UNTIL, ITEMS_IN = "items_until", "items_in"
@@ -1107,6 +1119,7 @@ class RunStore:
         parts.append(JUDGE_LIMITERS_PART)
         parts += [f"unwritten:{queue}" for queue in PROGRESSIVE_QUEUES]
         parts += [f"shards_done:{g}" for g in range(generation + 1)]
+        parts.append(ANSWERS_SCORED)
         parts += [f"{kind}:{shard}" for shard in range(n_shards) for kind in ("ids", "answers")]
         suite = self.r.hget(self.key(run_id, "meta"), "suite")
         targets = Suite.stored(suite).all_targets if suite else []
@@ -1500,20 +1513,32 @@ class RunStore:
 
     # ---------------------------------------------------------------- target answers
     def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]], *, late: bool = False) -> int:
-        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new. Two deliveries
+        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new (``late``: how
+        many were stored). Two deliveries
         of one chunk may overlap (one sent again while the first still asks, or a call answering after its task's
         deadline), so the write is one script that keeps a stored real answer: an error never replaces it, and of two
         answers the first is kept (the shard's callback may have scored it already: the row scored stays the row
         stored). An answer replaces an error, and an error another error. ``late``: answers of calls that ended after
         their task (:func:`~ragscore_workers.target.stage.answer_chunk`), which replace a stored error alone: a run
-        whose answers are gone (expired, released) is not written to, nor its answers' TTL changed."""
+        whose answers are gone (expired, released) is not written to, nor its answers' TTL changed, nor is a shard
+        whose callback scored its answers already (:meth:`mark_answers_scored`): its report holds the error, and a
+        resume asks again (the reply cached: not paid for twice)."""
         if not answers:
             return 0
-        args: list[Any] = [self.ttl_s, int(late)]
+        args: list[Any] = [self.ttl_s, int(late), shard]
         for key, answer in answers.items():
             args += [key, json.dumps(answer, ensure_ascii=False)]
-        keys = [self.key(run_id, part) for part in (f"answers:{shard}", "progress", "redo", "meta")]
-        return int(self._answers(keys=keys, args=args))
+        parts = (f"answers:{shard}", "progress", "redo", "meta", ANSWERS_SCORED)
+        return int(self._answers(keys=[self.key(run_id, part) for part in parts], args=args))
+
+    def mark_answers_scored(self, run_id: str, shard: int, generation: int) -> None:
+        """The callback of ``shard``'s target chord of ``generation`` reads its answers now: a late answer
+        (:meth:`save_answers`) of that generation is not stored after, where it would disagree with the report."""
+        key = self.key(run_id, ANSWERS_SCORED)
+        pipe = self.r.pipeline()
+        pipe.hset(key, str(shard), str(generation))
+        pipe.expire(key, self.ttl_s)
+        pipe.execute()
 
     def answers(self, run_id: str, shard: int, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The stored answers of ``keys`` (keys without one are left out)."""

@@ -437,6 +437,7 @@ def score_shard(run_id: str, shard: int, generation: int = 0) -> None:
         return
     metric_outputs = resolved.scoring_outputs()
     keys = store.shard_keys(run_id, shard)
+    store.mark_answers_scored(run_id, shard, generation)  # before the read: a late answer is in it, or not stored
     todo_outputs = store.incomplete(run_id, keys, [o for outs in metric_outputs.values() for o in outs])
     rows, failed = scoring_rows(store.answers(run_id, shard, list(todo_outputs)), list(todo_outputs))
     for row, why in failed:

@@ -84,8 +84,7 @@ def answer_chunk(
     stored: set[Future[dict[str, Any]]] = set()
     try:
         for future in ended_by(deadline, futures):  # each answer is stored as it comes: a cut task loses none
-            answer = future.result()
-            unfilled.update(answer.pop("unfilled", ()))
+            answer = _without_unfilled(future.result(), unfilled)
             new += store.save_answers(run_id, shard, {futures[future].key: answer})
             stored.add(future)
     except SoftTimeLimitExceeded:  # prefork pools only, at the deadline too: the rest is recorded as there
@@ -93,39 +92,61 @@ def answer_chunk(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # what has not started is never asked
     in_flight = [f for f in futures if f not in stored and not f.done()]  # before the cut: one ending now is in both
-    if cut := cut_answers(futures, stored):  # the deadline passed (or the soft limit): a resume asks them again
+    if cut := cut_answers(futures, stored, unfilled):  # the deadline passed (or the soft limit): a resume asks again
         new += store.save_answers(run_id, shard, cut)
     for future in in_flight:  # the calls in flight go on: their answers are stored as they end
-        future.add_done_callback(lambda done: _save_late(store, run_id, shard, futures[done].key, done))
+        future.add_done_callback(lambda done: _save_late(store, client, run_id, shard, futures[done].key, done))
     if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
-        # counters of UNFILLED_PREFIX only: never incr's cost, reset_failures or release
-        client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})  # type: ignore[arg-type]
+        _count_unfilled(client, unfilled)
     return {"asked": len(todo), "new": new}
 
 
-def _save_late(store: RunStore, run_id: str, shard: int, key: str, future: Future[dict[str, Any]]) -> None:
+def _count_unfilled(client: TargetClient, unfilled: Counter[str]) -> None:
+    """Add ``unfilled`` (per field the response map names, the answers lacking it) to the target's counters."""
+    # counters of UNFILLED_PREFIX only: never incr's cost, reset_failures or release
+    client.state.incr(**{f"{UNFILLED_PREFIX}{field}": n for field, n in unfilled.items()})  # type: ignore[arg-type]
+
+
+def _save_late(
+    store: RunStore, client: TargetClient, run_id: str, shard: int, key: str, future: Future[dict[str, Any]]
+) -> None:
     """Store the answer of a call that ended after its chunk was cut (in its thread, after the task may have
     returned): it replaces the time-limit error stored for it, and nothing else (:meth:`RunStore.save_answers`'s
-    ``late``: not an answer stored since, nor the answers of a run that are gone), so what was paid for is kept. A
-    question not started, or that failed, keeps its time-limit error."""
+    ``late``: not an answer stored since, nor the answers of a run that are gone, nor of a shard scored already), so
+    what was paid for is kept; its unfilled fields are counted where it is stored (once: one the cut stored is not
+    stored again). A question not started, or that failed, keeps its time-limit error."""
     if future.cancelled() or future.exception() is not None or "error" in future.result():
         return
-    answer = {k: v for k, v in future.result().items() if k != "unfilled"}
+    unfilled: Counter[str] = Counter()
+    answer = _without_unfilled(future.result(), unfilled)
     try:
-        store.save_answers(run_id, shard, {key: answer}, late=True)
+        if not store.save_answers(run_id, shard, {key: answer}, late=True):
+            log.info("run %s: the late answer of %s was not stored: its shard %d was scored already (or its "
+                     "answers are gone); a resume asks it again, from the reply cache", run_id, key, shard)  # fmt: skip
+        elif unfilled:
+            _count_unfilled(client, unfilled)
     except Exception as exc:  # the reply is cached: a resume reads it back without asking
         log.error("run %s: a late answer of %s was not stored: %s", run_id, key, exception_text(exc))
 
 
-def cut_answers(futures: dict[Future[dict[str, Any]], Row], stored: set[Future[dict[str, Any]]]) -> dict[str, Any]:
+def _without_unfilled(result: dict[str, Any], unfilled: Counter[str]) -> dict[str, Any]:
+    """The answer to store of a call's ``result``; the fields it left unfilled are added to ``unfilled``."""
+    unfilled.update(result.get("unfilled", ()))
+    return {k: v for k, v in result.items() if k != "unfilled"}
+
+
+def cut_answers(
+    futures: dict[Future[dict[str, Any]], Row], stored: set[Future[dict[str, Any]]], unfilled: Counter[str]
+) -> dict[str, Any]:
     """What a chunk cut by its time limit has not stored, per item key: the answer of a call that ended (its
-    question is answered, and a resume's mark on it is taken), else the time-limit error."""
+    question is answered, and a resume's mark on it is taken; the fields it left unfilled added to ``unfilled``),
+    else the time-limit error."""
     left: dict[str, Any] = {}
     for future, asked in futures.items():
         if future in stored:
             continue
         if future.done() and not future.cancelled() and future.exception() is None:
-            left[asked.key] = {k: v for k, v in future.result().items() if k != "unfilled"}
+            left[asked.key] = _without_unfilled(future.result(), unfilled)
         else:
             left[asked.key] = {"row": asked.to_message(), "error": TIME_LIMIT_ERROR}
     return left

@@ -163,6 +163,8 @@ class FakeRag:
         #: While set to an Event, every request waits for it (at most 120 s) before it is answered: a test holds a
         #: call in flight while it acts (``ragscore cancel``), then sets it, instead of racing a latency.
         self.hold: threading.Event | None = None
+        #: The first request :attr:`hold` holds (1: every one; 2: the first is answered at once, the rest wait).
+        self.hold_from = 1
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler(), bind_and_activate=False)
         self._server.request_queue_size = 128  # socketserver's 5 drops connections of a loaded run's burst
@@ -240,8 +242,9 @@ class FakeRag:
                     fake.requests.append({"system": system, "body": request, "t": time.monotonic(),
                                           "authorization": self.headers.get("authorization"),
                                           "method": self.command, "query": parts.query})  # fmt: skip
-                if fake.hold is not None:
-                    fake.hold.wait(120)
+                    hold = fake.hold if len(fake.requests) >= fake.hold_from else None
+                if hold is not None:
+                    hold.wait(120)
                 if system == "slow":
                     time.sleep(fake.slow_s)
                 if fake.token is not None and not self._token_ok(request):

@@ -18,7 +18,7 @@ import pytest
 from orchestrator.runner import connect, resume, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import TargetConfig
-from ragscore_workers.store import RunState, RunStore
+from ragscore_workers.store import RunState, RunStore, target_state_part
 from ragscore_workers.target.errors import TIME_LIMIT_ERROR
 from ragscore_workers.target.stage import answer_chunk
 
@@ -128,6 +128,53 @@ def test_a_delivery_cut_by_its_time_limit_keeps_the_answers_an_overlapping_deliv
     assert (scored.n, scored.errors) == (N, 0), scored  # the worker's cut stored no error over an answer
 
 
+@pytest.mark.serial  # timed: the first answer (at once) comes before the soft limit (3 s)
+def test_a_late_answer_of_a_shard_scored_already_is_not_stored_and_a_resume_takes_it_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    """A call in flight at the cut whose answer came after its shard's callback had scored the shard was stored
+    over its time limit's error: answers.jsonl held the answer while the report said "time limit" for it, until a
+    resume. The late answer of a shard scored already is not stored (the two agree); the resume asks it again, from
+    the reply cache (not paid for twice). Each answer's unfilled fields are counted once."""
+    server = RedisProcess(tmp_path / "redis").start()
+    target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S)
+    scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
+    keys = [f"exact::q{i}" for i in range(N)]
+    try:
+        with FakeRag() as rag:
+            rag.hold, rag.hold_from = threading.Event(), 2  # the first question answered at once, the next held
+            response = {"contexts": "contexts[*].text", "citations": "citations", "retrieved_doc_ids": "contexts[*].x"}
+            suite = {"metrics": ["verbatim"], "chunk_size": {"target": N},
+                     "targets": [{"system": "exact", "url": rag.url("exact"), "concurrency": 1,
+                                  "request": {"question": "{question}"}, "response": response}]}  # fmt: skip
+            store = connect(server.url)
+            sub = submit(write_jsonl(tmp_path / "q.jsonl", questions(N)), load_suite(suite), store)
+            first = wait(store, sub.run_id, timeout_s=300)  # its shard scored while the second call is held
+            rag.hold.set()  # that call answers now, after its shard was scored
+            target.stop()  # a warm stop: its process ends once that call has ended, and its answer's store with it
+            stored = store.answers(sub.run_id, 0, keys)
+            reported = _verbatim_errors(store, sub.run_id)
+            unfilled = store.counters(sub.run_id, target_state_part("exact")).get("unfilled_retrieved_doc_ids")
+            target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S)
+            resume(store, sub.run_id)
+            resumed = wait(store, sub.run_id, timeout_s=300)
+            unfilled_resumed = store.counters(sub.run_id, target_state_part("exact"))["unfilled_retrieved_doc_ids"]
+            asked = [r["body"]["question"] for r in rag.requests]
+    finally:
+        target.stop()
+        scorer.stop()
+        server.stop()
+    assert first.state == RunState.FINISHED
+    assert reported == {"q0": None} | {f"q{i}": f"no answer: {TIME_LIMIT_ERROR}" for i in range(1, N)}, reported
+    # answers.jsonl (the stored answers) and the report agree: the late answer was not stored over its error
+    assert {k.split("::")[1] for k, a in stored.items() if "error" not in a} == {"q0"}, stored
+    assert unfilled == 1, unfilled  # the one answer stored
+    scored = resumed.by_system["exact"]["verbatim"]
+    assert resumed.state == RunState.FINISHED and (scored.n, scored.errors) == (N, 0), scored
+    assert len(asked) == len(set(asked)) == N, asked  # the late one's question asked once: the resume read the cache
+    assert unfilled_resumed == N, unfilled_resumed  # each answer counted once
+
+
 def _answered(store: RunStore, run_id: str, keys: list[str]) -> set[str]:
     """The ids of the questions of ``keys`` stored with an answer (not an error)."""
     return {k.split("::")[1] for k, a in store.answers(run_id, 0, keys).items() if "error" not in a}
@@ -147,11 +194,13 @@ def test_a_chunk_cut_by_its_time_limit_keeps_what_it_stored_and_a_late_answer_re
     """Where the task's deadline passes (any pool), or a prefork pool raises the soft limit first, the chunk ends
     there the same way: what was answered kept, the rest the time limit's error. The call in flight then goes on in
     its thread after the task returned: its answer was lost (only cached, the row scored as an error and a resume
-    needed for it). It is stored as it comes, over the time limit's error: every question asked keeps its answer."""
+    needed for it). It is stored as it comes, over the time limit's error: every question asked keeps its answer,
+    and the fields each answer left unfilled are counted (the late one's were not)."""
     run, keys = f"t-target-cut-{limit.split()[0]}", [f"slow::q{i}" for i in range(N)]
     deadline_s, soft_s = (2.5, 600) if limit == "deadline" else (600, 2.5)  # the one that ends it, 2.5 s in
     with FakeRag(slow_s=1.0) as rag, soft_time_limit_in(soft_s):
-        config = TargetConfig(system="slow", url=rag.url("slow"), concurrency=1, request={"question": "{question}"})
+        config = TargetConfig(system="slow", url=rag.url("slow"), concurrency=1, request={"question": "{question}"},
+                              response={"retrieved_doc_ids": "contexts[*].x"})  # fmt: skip  # unfilled in every reply
         counts = answer_chunk(store, run, 0, config, questions(N), deadline=time.monotonic() + deadline_s)
         at_cut = store.answers(run, 0, keys)
         assert until(lambda: not [t for t in threading.enumerate() if t.name.startswith("target")], 30)  # in flight
@@ -166,6 +215,8 @@ def test_a_chunk_cut_by_its_time_limit_keeps_what_it_stored_and_a_late_answer_re
     assert {by_question[q] for q in asked} == set(answered), (asked, answered)  # the late one too
     # the question in flight at the cut (it ends mid-call: a call a second, back to back) was not waited for
     assert len([k for k in answered if "error" in at_cut[k]]) == 1, at_cut
+    unfilled = store.counters(run, target_state_part("slow"))["unfilled_retrieved_doc_ids"]
+    assert unfilled == len(answered), (unfilled, answered)  # each answer once, the late one too
 
 
 def test_a_resume_of_a_stored_max_seconds_per_question_past_the_tasks_time_limit_is_not_refused(
@@ -200,3 +251,28 @@ def test_a_late_answer_of_a_run_whose_answers_are_gone_is_not_stored(store: RunS
         assert until(lambda: not [t for t in threading.enumerate() if t.name.startswith("target")], 30)
         assert len(rag.requests) == 2, rag.requests  # one answered in time, one in flight at the cut
     assert not store.r.exists(store.key(run, "answers:0")) and store.progress(run)["done"] == done
+
+
+def test_a_late_answer_is_stored_over_an_error_alone_until_its_shard_of_this_generation_is_scored(
+    store: RunStore,
+) -> None:
+    """A late answer said nothing of whether it was stored, so its unfilled fields could not be counted once: one the
+    cut stored already is refused (0, not counted again). Once the shard's callback of the run's generation read the
+    answers, a late one is refused too (the report holds its error); a resume's generation takes late answers again
+    until its own callback."""
+    run, error = "t-target-late-scored", {"row": {"id": "q0"}, "error": TIME_LIMIT_ERROR}
+    store.create_run(run, {"state": "running", "generation": 0})
+    answer = {"row": {"id": "q0", "answer": "yes"}, "cached": False}
+    assert store.save_answers(run, 0, {"a": answer, "b": error}) == 2
+    assert store.save_answers(run, 0, {"a": answer}, late=True) == 0  # an answer stored already: not again
+    store.mark_answers_scored(run, 0, generation=0)
+    assert store.save_answers(run, 0, {"b": answer}, late=True) == 0  # its shard scored: the error stays
+    assert store.answers(run, 0, ["b"]) == {"b": error}
+    store.r.hset(store.key(run, "meta"), "generation", 1)  # a resume: its answers are not scored yet
+    assert store.save_answers(run, 0, {"b": answer}, late=True) == 1
+    assert store.answers(run, 0, ["b"]) == {"b": answer}
+
+
+def _verbatim_errors(store: RunStore, run_id: str) -> dict[str, str | None]:
+    """Per question id, the error the run reports for its ``verbatim`` (None: scored)."""
+    return {raw.meta["id"]: raw.metrics["verbatim"].get("error") for raw in store.iter_raw_items(run_id)}
