@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.runner import connect, resume, submit, wait
+from orchestrator.runner import Submitted, connect, resume, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import TargetConfig
 from ragscore_workers.store import RunState, RunStore, target_state_part
@@ -271,6 +271,47 @@ def test_a_late_answer_is_stored_over_an_error_alone_until_its_shard_of_this_gen
     store.r.hset(store.key(run, "meta"), "generation", 1)  # a resume: its answers are not scored yet
     assert store.save_answers(run, 0, {"b": answer}, late=True) == 1
     assert store.answers(run, 0, ["b"]) == {"b": answer}
+
+
+@pytest.mark.serial  # timed: its retries stop at the task's deadline, asserted within a margin
+@pytest.mark.parametrize(("system", "status"), [("throttled", 429), ("dead", 500)])
+def test_a_question_retried_past_its_tasks_deadline_ends_there_as_the_time_limit_and_frees_the_worker(
+    tmp_path: Path, system: str, status: int
+) -> None:
+    """The target backoff's stop at its task's deadline had no test with a real worker: a target that answers 429 (or
+    a 5xx) to every try is retried until the deadline, not past it; the question ends as the time limit's error (a
+    resume asks it again), and the worker takes its next task."""
+    server = RedisProcess(tmp_path / "redis").start()
+    target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S)
+    scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
+    try:
+        with FakeRag(retry_after_s=0.5, throttled_first=10**6) as rag:
+            config = {"system": system, "url": rag.url(system), "concurrency": 1, "attempts": 20, "max_429s": 1000,
+                      "request": {"question": "{question}"}}  # fmt: skip
+            store = connect(server.url)
+            sub = _submit_one_question(store, tmp_path / "q.jsonl", config)
+            first = wait(store, sub.run_id, timeout_s=300)
+            tried = [r["t"] for r in rag.requests if r["system"] == system]
+            errors = _verbatim_errors(store, sub.run_id)
+            # the worker is free: a run of a system that answers is answered and scored
+            other = {"system": "exact", "url": rag.url("exact"), "request": {"question": "{question}"},
+                     "response": {"contexts": "contexts[*].text", "citations": "citations"}}  # fmt: skip
+            second = _submit_one_question(store, tmp_path / "q2.jsonl", other)
+            answered = wait(store, second.run_id, timeout_s=300)
+            tried_after = [r for r in rag.requests if r["system"] == system]
+    finally:
+        target.stop()
+        scorer.stop()
+        server.stop()
+    assert first.state == RunState.FINISHED and errors == {"q0": f"no answer: {TIME_LIMIT_ERROR}"}, errors
+    assert len(tried) > 1 and tried[-1] - tried[0] < SOFT_S, tried  # retried, and not one try past the deadline
+    assert len(tried_after) == len(tried)  # no try after the task ended
+    assert answered.state == RunState.FINISHED and answered.by_system["exact"]["verbatim"].n == 1
+
+
+def _submit_one_question(store: RunStore, path: Path, target: dict[str, Any]) -> Submitted:
+    """Submit a run of ``target`` asked one question (written to ``path``), scored by ``verbatim``."""
+    return submit(write_jsonl(path, questions(1)), load_suite({"metrics": ["verbatim"], "targets": [target]}), store)
 
 
 def _verbatim_errors(store: RunStore, run_id: str) -> dict[str, str | None]:
