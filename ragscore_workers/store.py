@@ -67,7 +67,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import Any, NamedTuple, TypedDict, cast
 from urllib.parse import urlsplit
 
 import redis
@@ -298,20 +298,19 @@ return 1
 # one replaces a stored error alone, the hash's TTL as it is, and only until the shard's callback of the run's
 # generation read its answers (:meth:`RunStore.mark_answers_scored`): the report would call it an error. A new answer
 # counts one unit of the target stage; a failed answer replaced counts nothing new, but takes the mark a resume set on
-# it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``. Returns how many are new (late: how many
-# were stored).
+# it (:meth:`RunStore.mark_answer_redo`). Either stamps ``progress_at``. Returns how many are new, then the keys stored.
 _ANSWERS_LUA = """
 local late = ARGV[2] == '1'
 if late and redis.call('HGET', KEYS[5], ARGV[3]) == (redis.call('HGET', KEYS[4], 'generation') or '0') then
-  return 0
+  return {0}
 end
-local new, redone, written = 0, 0, 0
+local new, redone, written = 0, 0, {}
 for i = 4, #ARGV, 2 do
   local stored = redis.call('HGET', KEYS[1], ARGV[i])
   if (not stored and not late) or (stored and type(cjson.decode(stored)['error']) == 'string') then
     new = new + redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
     redone = redone + redis.call('HDEL', KEYS[3], KEYS[1] .. '|' .. ARGV[i])
-    written = written + 1
+    written[#written + 1] = ARGV[i]
   end
 end
 if not late then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
@@ -326,9 +325,17 @@ end
 if (new ~= 0 or redone ~= 0) and redis.call('EXISTS', KEYS[4]) == 1 then
   redis.call('HSET', KEYS[4], 'progress_at', redis.call('TIME')[1])
 end
-if late then return written end
-return new
+table.insert(written, 1, new)
+return written
 """
+
+
+class SavedAnswers(NamedTuple):
+    """What :meth:`RunStore.save_answers` did: how many answers are new (units of the target stage), and the item keys
+    it stored (an answer or error written; not one a stored answer kept out, nor a late one refused)."""
+
+    new: int
+    stored: frozenset[str]
 
 
 #: The run's hash of shard -> the generation whose target callback read its answers (:meth:`RunStore.save_answers`).
@@ -1512,9 +1519,11 @@ class RunStore:
         pipe.execute()
 
     # ---------------------------------------------------------------- target answers
-    def save_answers(self, run_id: str, shard: int, answers: dict[str, dict[str, Any]], *, late: bool = False) -> int:
-        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new (``late``: how
-        many were stored). Two deliveries
+    def save_answers(
+        self, run_id: str, shard: int, answers: dict[str, dict[str, Any]], *, late: bool = False
+    ) -> SavedAnswers:
+        """Store target answers (``{"row": ..., "error"?: ...}`` per item key); returns how many are new and which
+        were stored (not those a stored answer kept out: their unfilled fields were counted already). Two deliveries
         of one chunk may overlap (one sent again while the first still asks, or a call answering after its task's
         deadline), so the write is one script that keeps a stored real answer: an error never replaces it, and of two
         answers the first is kept (the shard's callback may have scored it already: the row scored stays the row
@@ -1524,12 +1533,13 @@ class RunStore:
         whose callback scored its answers already (:meth:`mark_answers_scored`): its report holds the error, and a
         resume asks again (the reply cached: not paid for twice)."""
         if not answers:
-            return 0
+            return SavedAnswers(0, frozenset())
         args: list[Any] = [self.ttl_s, int(late), shard]
         for key, answer in answers.items():
             args += [key, json.dumps(answer, ensure_ascii=False)]
         parts = (f"answers:{shard}", "progress", "redo", "meta", ANSWERS_SCORED)
-        return int(self._answers(keys=[self.key(run_id, part) for part in parts], args=args))
+        new, *stored = self._answers(keys=[self.key(run_id, part) for part in parts], args=args)
+        return SavedAnswers(int(new), frozenset(stored))
 
     def mark_answers_scored(self, run_id: str, shard: int, generation: int) -> None:
         """The callback of ``shard``'s target chord of ``generation`` reads its answers now: a late answer

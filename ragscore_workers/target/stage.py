@@ -76,24 +76,29 @@ def answer_chunk(
     except ConfigError as exc:  # e.g. the token variable is not set on this worker
         answers = {asked[r.key].key: {"row": asked[r.key].to_message(), "error": f"target {config.name}: {exc}"}
                    for r in todo}  # fmt: skip
-        return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers)}
+        return {"asked": len(todo), "new": store.save_answers(run_id, shard, answers).new}
     new = 0
-    unfilled: Counter[str] = Counter()
+    unfilled: Counter[str] = Counter()  # of the answers stored (one another delivery stored first was counted there)
+    unfilled_of: dict[str, list[str]] = {}  # per item key, the fields its answer left unfilled
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
     futures = {pool.submit(_answer, client, config, row, deadline): asked[row.key] for row in todo}
     stored: set[Future[dict[str, Any]]] = set()
     try:
         for future in ended_by(deadline, futures):  # each answer is stored as it comes: a cut task loses none
-            answer = _without_unfilled(future.result(), unfilled)
-            new += store.save_answers(run_id, shard, {futures[future].key: answer})
+            key = futures[future].key
+            saved = store.save_answers(run_id, shard, {key: _without_unfilled(future.result(), key, unfilled_of)})
+            new += saved.new
+            unfilled.update(f for k in saved.stored for f in unfilled_of.get(k, ()))
             stored.add(future)
     except SoftTimeLimitExceeded:  # prefork pools only, at the deadline too: the rest is recorded as there
         pass
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # what has not started is never asked
     in_flight = [f for f in futures if f not in stored and not f.done()]  # before the cut: one ending now is in both
-    if cut := cut_answers(futures, stored, unfilled):  # the deadline passed (or the soft limit): a resume asks again
-        new += store.save_answers(run_id, shard, cut)
+    if cut := cut_answers(futures, stored, unfilled_of):  # the deadline passed (or the soft limit): a resume asks again
+        saved = store.save_answers(run_id, shard, cut)
+        new += saved.new
+        unfilled.update(f for k in saved.stored for f in unfilled_of.get(k, ()))
     for future in in_flight:  # the calls in flight go on: their answers are stored as they end
         future.add_done_callback(lambda done: _save_late(store, client, run_id, shard, futures[done].key, done))
     if unfilled:  # after, not in the finally: a Redis error here must not hide the error that ended the task
@@ -117,36 +122,39 @@ def _save_late(
     stored again). A question not started, or that failed, keeps its time-limit error."""
     if future.cancelled() or future.exception() is not None or "error" in future.result():
         return
-    unfilled: Counter[str] = Counter()
-    answer = _without_unfilled(future.result(), unfilled)
+    unfilled_of: dict[str, list[str]] = {}
+    answer = _without_unfilled(future.result(), key, unfilled_of)
     try:
-        if not store.save_answers(run_id, shard, {key: answer}, late=True):
+        if key not in store.save_answers(run_id, shard, {key: answer}, late=True).stored:
+            # info, not a warning: nothing to do about it (the report says the time limit for the question, as does
+            # answers.jsonl, and a resume reads the cached reply); a slow target's every chunk may log it
             log.info("run %s: the late answer of %s was not stored: its shard %d was scored already (or its "
                      "answers are gone); a resume asks it again, from the reply cache", run_id, key, shard)  # fmt: skip
-        elif unfilled:
-            _count_unfilled(client, unfilled)
+        elif unfilled_of[key]:
+            _count_unfilled(client, Counter(unfilled_of[key]))
     except Exception as exc:  # the reply is cached: a resume reads it back without asking
         log.error("run %s: a late answer of %s was not stored: %s", run_id, key, exception_text(exc))
 
 
-def _without_unfilled(result: dict[str, Any], unfilled: Counter[str]) -> dict[str, Any]:
-    """The answer to store of a call's ``result``; the fields it left unfilled are added to ``unfilled``."""
-    unfilled.update(result.get("unfilled", ()))
+def _without_unfilled(result: dict[str, Any], key: str, unfilled_of: dict[str, list[str]]) -> dict[str, Any]:
+    """The answer to store of item ``key``'s call ``result``; the fields it left unfilled are ``unfilled_of[key]``
+    (counted where the answer is stored: :attr:`~ragscore_workers.store.SavedAnswers.stored`)."""
+    unfilled_of[key] = list(result.get("unfilled", ()))
     return {k: v for k, v in result.items() if k != "unfilled"}
 
 
 def cut_answers(
-    futures: dict[Future[dict[str, Any]], Row], stored: set[Future[dict[str, Any]]], unfilled: Counter[str]
+    futures: dict[Future[dict[str, Any]], Row], stored: set[Future[dict[str, Any]]], unfilled_of: dict[str, list[str]]
 ) -> dict[str, Any]:
     """What a chunk cut by its time limit has not stored, per item key: the answer of a call that ended (its
-    question is answered, and a resume's mark on it is taken; the fields it left unfilled added to ``unfilled``),
-    else the time-limit error."""
+    question is answered, and a resume's mark on it is taken; the fields it left unfilled in ``unfilled_of``), else
+    the time-limit error."""
     left: dict[str, Any] = {}
     for future, asked in futures.items():
         if future in stored:
             continue
         if future.done() and not future.cancelled() and future.exception() is None:
-            left[asked.key] = _without_unfilled(future.result(), unfilled)
+            left[asked.key] = _without_unfilled(future.result(), asked.key, unfilled_of)
         else:
             left[asked.key] = {"row": asked.to_message(), "error": TIME_LIMIT_ERROR}
     return left

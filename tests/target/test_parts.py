@@ -150,7 +150,6 @@ def test_a_chunk_cut_by_its_time_limit_stores_the_answers_that_came_and_the_erro
     """An answer whose call had ended but was not stored yet when the time limit struck was lost: neither it nor
     an error was stored (and a resume's mark on that failed answer was never taken: progress stayed below 100 %).
     Stored by the cut, its unfilled fields were not counted (an on-time answer's are): they are, once."""
-    from collections import Counter
     from concurrent.futures import Future
 
     from ragscore_workers.target.stage import cut_answers
@@ -166,13 +165,13 @@ def test_a_chunk_cut_by_its_time_limit_stores_the_answers_that_came_and_the_erro
         futures[future] = row
     stored = {f for f, row in futures.items() if row.id == "stored"}
     cut = "the target task ran over its time limit"
-    unfilled: Counter[str] = Counter()
-    assert cut_answers(futures, stored, unfilled) == {
+    unfilled_of: dict[str, list[str]] = {}
+    assert cut_answers(futures, stored, unfilled_of) == {
         "s::ended": {"row": {"id": "ended", "answer": "yes"}, "cached": False},
         "s::running": {"row": asked["running"].to_message(), "error": cut},
         "s::failed": {"row": asked["failed"].to_message(), "error": cut},
     }
-    assert unfilled == {"contexts": 1}  # the ended one's, not the one stored before the cut (counted then)
+    assert unfilled_of == {"s::ended": ["contexts"]}  # the ended one's (counted once stored), not the stored one's
 
 
 @pytest.mark.parametrize(

@@ -263,13 +263,13 @@ def test_a_late_answer_is_stored_over_an_error_alone_until_its_shard_of_this_gen
     run, error = "t-target-late-scored", {"row": {"id": "q0"}, "error": TIME_LIMIT_ERROR}
     store.create_run(run, {"state": "running", "generation": 0})
     answer = {"row": {"id": "q0", "answer": "yes"}, "cached": False}
-    assert store.save_answers(run, 0, {"a": answer, "b": error}) == 2
-    assert store.save_answers(run, 0, {"a": answer}, late=True) == 0  # an answer stored already: not again
+    assert store.save_answers(run, 0, {"a": answer, "b": error}).new == 2
+    assert not store.save_answers(run, 0, {"a": answer}, late=True).stored  # an answer stored already: not again
     store.mark_answers_scored(run, 0, generation=0)
-    assert store.save_answers(run, 0, {"b": answer}, late=True) == 0  # its shard scored: the error stays
+    assert not store.save_answers(run, 0, {"b": answer}, late=True).stored  # its shard scored: the error stays
     assert store.answers(run, 0, ["b"]) == {"b": error}
     store.r.hset(store.key(run, "meta"), "generation", 1)  # a resume: its answers are not scored yet
-    assert store.save_answers(run, 0, {"b": answer}, late=True) == 1
+    assert store.save_answers(run, 0, {"b": answer}, late=True).stored == {"b"}
     assert store.answers(run, 0, ["b"]) == {"b": answer}
 
 
@@ -317,3 +317,29 @@ def _submit_one_question(store: RunStore, path: Path, target: dict[str, Any]) ->
 def _verbatim_errors(store: RunStore, run_id: str) -> dict[str, str | None]:
     """Per question id, the error the run reports for its ``verbatim`` (None: scored)."""
     return {raw.meta["id"]: raw.metrics["verbatim"].get("error") for raw in store.iter_raw_items(run_id)}
+
+
+def test_the_unfilled_fields_of_an_answer_two_overlapping_deliveries_stored_are_counted_once(store: RunStore) -> None:
+    """Two deliveries of one chunk overlap where a message is sent again while the first still asks: each counted
+    the fields its answers left unfilled, also where the store kept the other's answer (its own not stored), so a
+    question's unfilled fields were counted twice. They are counted by the delivery whose answer was stored."""
+    run = "t-target-unfilled-overlap"
+    store.create_run(run, {"state": "running", "generation": 0})
+    with FakeRag() as rag:
+        rag.hold = threading.Event()  # both deliveries' calls held until every one of them is asked
+        config = TargetConfig(system="exact", url=rag.url("exact"), concurrency=N, cache=False,
+                              request={"question": "{question}"},
+                              response={"retrieved_doc_ids": "contexts[*].x"})  # fmt: skip  # unfilled in every reply
+        deliveries = [threading.Thread(target=answer_chunk, args=(store, run, 0, config, questions(N)),
+                                       kwargs={"deadline": time.monotonic() + 120}) for _ in range(2)]  # fmt: skip
+        for delivery in deliveries:
+            delivery.start()
+        assert until(lambda: len(rag.requests) == 2 * N, 60), rag.requests  # each asked every question
+        rag.hold.set()
+        for delivery in deliveries:
+            delivery.join(120)
+    assert not any(d.is_alive() for d in deliveries)
+    keys = [f"exact::q{i}" for i in range(N)]
+    assert _answered(store, run, keys) == {f"q{i}" for i in range(N)}
+    unfilled = store.counters(run, target_state_part("exact"))["unfilled_retrieved_doc_ids"]
+    assert unfilled == N, unfilled  # each stored answer once, not once per delivery (2 * N)

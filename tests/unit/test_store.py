@@ -61,18 +61,18 @@ def test_an_answer_is_progress_and_a_failed_one_a_resume_marks_is_done_again_onc
     store.create_run(run, {"state": "running"})
     store.add_ids(run, 0, ["s::a", "s::b", "s::c"], {"target": 3})
     failed = {"row": {"id": "a", "system": "s"}, "error": "HTTP 503"}
-    assert store.save_answers(run, 0, {"s::a": failed, "s::b": failed}) == 2
+    assert store.save_answers(run, 0, {"s::a": failed, "s::b": failed}).new == 2
     assert abs(int(store.meta(run)["progress_at"]) - time.time()) < 5
     store.set_meta(run, progress_at=0)
     assert store.mark_answer_redo(run, 0, ["s::a", "s::b", "s::c"]) == 2  # s::c has no answer: never counted
     assert store.mark_answer_redo(run, 0, ["s::a"]) == 0  # marked once
     assert store.progress(run)["done:target"] == store.progress(run)["done"] == 0
     good = {"row": {"id": "a", "system": "s", "answer": "yes"}}
-    assert store.save_answers(run, 0, {"s::a": good}) == 0  # asked again: nothing new, its mark taken
+    assert store.save_answers(run, 0, {"s::a": good}).new == 0  # asked again: nothing new, its mark taken
     assert store.meta(run)["progress_at"] != "0"
-    assert store.save_answers(run, 0, {"s::a": good, "s::c": good}) == 1  # a stray copy takes nothing
+    assert store.save_answers(run, 0, {"s::a": good, "s::c": good}).new == 1  # a stray copy takes nothing
     assert store.progress(run) == {"done": 2, "done:target": 2, "total": 3, "total:target": 3}
-    assert store.save_answers(run, 0, {"s::b": failed}) == 0  # failed again: asked, so done
+    assert store.save_answers(run, 0, {"s::b": failed}).new == 0  # failed again: asked, so done
     assert store.progress(run)["done"] == 3 and store.mark_answer_redo(run, 0, ["s::a"]) == 0  # a is answered
 
 
@@ -86,12 +86,14 @@ def test_a_stored_answer_is_never_replaced_by_an_error_nor_another_answer(store:
     store.add_ids(run, 0, ["s::a", "s::b"], {"target": 2})
     first, second = ({"row": {"id": "a", "system": "s", "answer": say}} for say in ("first", "second"))
     cut, down = ({"row": {"id": "a", "system": "s"}, "error": why} for why in ("time limit", "HTTP 503"))
-    assert store.save_answers(run, 0, {"s::a": cut, "s::b": first}) == 2
-    assert store.save_answers(run, 0, {"s::a": down}) == 0  # an error replaces an error
+    assert store.save_answers(run, 0, {"s::a": cut, "s::b": first}).new == 2
+    assert store.save_answers(run, 0, {"s::a": down}).new == 0  # an error replaces an error
     assert store.answers(run, 0, ["s::a"]) == {"s::a": down}
     assert store.mark_answer_redo(run, 0, ["s::a"]) == 1
-    assert store.save_answers(run, 0, {"s::a": first, "s::b": down}) == 0  # an answer replaces an error; not b's
-    assert store.save_answers(run, 0, {"s::a": cut, "s::b": second}) == 0  # an error, another answer: kept
+    saved = store.save_answers(run, 0, {"s::a": first, "s::b": down})
+    assert saved == (0, {"s::a"}), saved  # an answer replaces an error; not b's (stored: not a's, which replaced one)
+    saved = store.save_answers(run, 0, {"s::a": cut, "s::b": second})
+    assert saved == (0, frozenset()), saved  # an error, another answer: kept (none stored)
     assert store.answers(run, 0, ["s::a", "s::b"]) == {"s::a": first, "s::b": first}
     assert store.progress(run) == {"done": 2, "done:target": 2, "total": 2, "total:target": 2}  # a's mark taken once
 
@@ -105,13 +107,14 @@ def test_a_late_answer_replaces_a_stored_error_alone_keeping_the_answers_ttl(sto
     store.add_ids(run, 0, ["s::a", "s::b"], {"target": 2})
     answer = {"row": {"id": "a", "system": "s", "answer": "late"}}
     cut = {"row": {"id": "a", "system": "s"}, "error": "time limit"}
-    assert store.save_answers(run, 0, {"s::a": cut}) == 1
+    assert store.save_answers(run, 0, {"s::a": cut}).new == 1
     name = store.key(run, "answers:0")
     store.r.expire(name, 100)  # a released run's
-    assert store.save_answers(run, 0, {"s::a": answer, "s::b": answer}, late=True) == 1  # how many it stored
+    saved = store.save_answers(run, 0, {"s::a": answer, "s::b": answer}, late=True)
+    assert saved == (0, {"s::a"}), saved  # nothing new (a's error counted it), a stored over its error, not b
     assert store.answers(run, 0, ["s::a", "s::b"]) == {"s::a": answer} and store.r.ttl(name) <= 100
     store.r.delete(name)  # its answers gone
-    assert store.save_answers(run, 0, {"s::a": answer}, late=True) == 0
+    assert store.save_answers(run, 0, {"s::a": answer}, late=True) == (0, frozenset())
     assert not store.r.exists(name) and store.progress(run)["done"] == 1
 
 
@@ -434,7 +437,7 @@ def test_a_resumes_marks_made_after_its_work_began_do_not_hide_the_attempts_unit
     assert store.mark_answer_redo(run, 0, ["s::a"]) == 1
     store.work_began(run, 1)
     assert store.mark_answer_redo(run, 0, ["s::b"]) == 1
-    assert store.save_answers(run, 0, {"s::a": good, "s::b": good}) == 0
+    assert store.save_answers(run, 0, {"s::a": good, "s::b": good}).new == 0
     progress = store.progress(run)
     assert progress["done:target"] - progress["before:done:target"] == 2 == progress["done"] - progress["before:done"]
 
