@@ -7,7 +7,6 @@ import dataclasses
 import json
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -1436,7 +1435,7 @@ def _supervise_workers(
     unreachable for ``broker_timeout`` seconds (0: never; an error); then stop them warmly (up to ``stop_timeout``), a
     second signal killing them at once; once they stopped, one more is ignored (the stop it asks for is done).
     ``answered``: whether the broker answered."""
-    from .workers import first_stop_signal, stop_signals_as_interrupt
+    from .workers import first_stop_signal, stop_again, stop_signals_as_interrupt
 
     try:
         with stop_signals_as_interrupt(then_ignored=True):
@@ -1453,7 +1452,7 @@ def _supervise_workers(
                 with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it
                     workers.say(  # never waited on: a stderr nobody reads holds up no stop
                         f"stopping: running tasks finish first (up to {stop_timeout:.0f} s); "
-                        f"{_stop_again(first_stop_signal())} to stop at once"
+                        f"{stop_again(first_stop_signal())} to stop at once"
                     )
             finally:
                 workers.stop(timeout=stop_timeout)  # a second signal, whenever it came, kills at once
@@ -1463,14 +1462,6 @@ def _supervise_workers(
         _say_last(*said)
         raise typer.Exit(said[1]) from None
     _say_last("workers stopped")  # from here on, a stop signal is ignored: this process only exits
-
-
-def _stop_again(signum: int | None) -> str:
-    """How ``ragscore worker`` stopping on ``signum`` is stopped at once: the same signal again, said as its sender
-    sends it (a supervisor's second SIGTERM, a terminal's Ctrl-C), any other stop signal doing it too."""
-    if signum in (None, signal.SIGINT):  # None: a KeyboardInterrupt none of our handlers raised (Python's, Ctrl-C)
-        return "Ctrl-C again"
-    return f"send {signal.Signals(signum).name} again (or Ctrl-C)"
 
 
 def _say_last(text: str, code: int = 0) -> None:

@@ -137,8 +137,10 @@ from .warm import keep, kept_workers, one_warm_run, stop_if_server_lost, stop_ke
 from .workers import (
     STOP_S,
     LocalWorkers,
+    first_stop_signal,
     raise_if_stop_signalled,
     shutdown_step,
+    stop_again,
     stop_forced,
     stop_signals_as_interrupt,
 )
@@ -979,7 +981,8 @@ def wait(
             with suppress(redis.RedisError):
                 cancel(store, run_id)
             with suppress(OSError):  # said at once, as the wait may be long (a closed terminal: nothing to say it on)
-                note_of(progress)(_stopping_note(isinstance(exc, KeyboardInterrupt), _calling(store, run_id)))
+                at_once = stop_again(first_stop_signal()) if isinstance(exc, KeyboardInterrupt) else None
+                note_of(progress)(_stopping_note(at_once, _calling(store, run_id)))
             stop_on_error()
         raise
     finally:
@@ -992,17 +995,18 @@ def wait(
         progress.stop()
 
 
-def _stopping_note(interrupted: bool, calls: list[str]) -> str:
+def _stopping_note(at_once: str | None, calls: list[str]) -> str:
     """What an embedded run says as it stops its workers once its wait ended (:func:`wait`'s ``stop_on_error``): it
-    may take ``STOP_S``, and its last progress line comes after; ``interrupted`` (a Ctrl-C): how to cut it short.
-    ``calls``: the run's queues whose calls under way end and are kept (:func:`_calling`); other tasks under way are
-    cut short, which a run with none of those is told."""
+    may take ``STOP_S``, and its last progress line comes after; ``at_once`` (a stop signal ended it): how to cut that
+    short, by the signal that came (:func:`~orchestrator.workers.stop_again`: "Ctrl-C again", "send SIGTERM again
+    (or Ctrl-C)"). ``calls``: the run's queues whose calls under way end and are kept (:func:`_calling`); other tasks
+    under way are cut short, which a run with none of those is told."""
+    hint = f"; {at_once} to stop at once" if at_once else ""
     if calls:
-        again = "; Ctrl-C again to stop at once: the resume sends them again" if interrupted else ""
+        again = f"{hint}: the resume sends them again" if at_once else ""
         return (f"stopping the workers: the {' and '.join(calls)} calls under way end and are kept "
                 f"(up to {STOP_S:.0f} s{again})")  # fmt: skip
-    again = "; Ctrl-C again to stop at once" if interrupted else ""
-    return (f"stopping the workers (up to {STOP_S:.0f} s{again}): what they are scoring is cut short; the resume "
+    return (f"stopping the workers (up to {STOP_S:.0f} s{hint}): what they are scoring is cut short; the resume "
             "scores it again")  # fmt: skip
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "prune_logs",
     "raise_if_stop_signalled",
     "shutdown_step",
+    "stop_again",
     "stop_forced",
     "stop_signals",
     "stop_signals_as_interrupt",
@@ -703,3 +704,12 @@ def stop_forced() -> bool:
 def first_stop_signal() -> int | None:
     """The number of the stop signal that began the shutdown (SIGTERM, SIGINT, SIGHUP); None before one came."""
     return _stop_signalled[0][0] if _stop_signalled else None
+
+
+def stop_again(signum: int | None) -> str:
+    """How a process stopping on ``signum`` (``ragscore worker``'s, an embedded ``ragscore run``'s) is stopped at once:
+    the same signal again, said as its sender sends it (a supervisor's second SIGTERM, a terminal's Ctrl-C), any other
+    stop signal doing it too."""
+    if signum in (None, signal.SIGINT):  # None: a KeyboardInterrupt none of our handlers raised (Python's, Ctrl-C)
+        return "Ctrl-C again"
+    return f"send {signal.Signals(signum).name} again (or Ctrl-C)"

@@ -47,13 +47,15 @@ def interruptible(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen([sys.executable, "-c", _SIGINT_DEFAULT, *args], **popen)
 
 
-def interrupted_once_said(proc: subprocess.Popen[str], said: str, timeout: float = 240) -> str:
-    """Ctrl-C ``proc`` (an :func:`interruptible` child, its stderr piped) once its stderr has a line holding ``said``
-    (it must still run then); everything it wrote on stderr once it ended."""
+def interrupted_once_said(
+    proc: subprocess.Popen[str], said: str, timeout: float = 240, signum: int = signal.SIGINT
+) -> str:
+    """Ctrl-C ``proc`` (an :func:`interruptible` child, its stderr piped; ``signum``: another stop signal) once its
+    stderr has a line holding ``said`` (it must still run then); everything it wrote on stderr once it ended."""
     assert proc.stderr is not None
     before = "".join(line for line in lines_until(proc.stderr, said, timeout) if said not in line)
     assert proc.poll() is None, before
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, rest = proc.communicate(timeout=timeout)
     return before + rest
 

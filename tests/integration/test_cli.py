@@ -611,6 +611,16 @@ def test_ctrl_c_while_a_run_without_judge_or_target_is_followed_says_what_its_wo
             "resume scores it again") in stderr, stderr  # fmt: skip
 
 
+def test_sigterm_of_a_followed_run_says_to_send_sigterm_again_to_stop_at_once(tmp_path: Path, home: Path) -> None:
+    """An embedded run stopped by SIGTERM (a supervisor's, ``kill``) said "Ctrl-C again to stop at once", a key its
+    sender has none of: it says to send SIGTERM again now, as ``ragscore worker`` does."""
+    proc = _start_run(tmp_path, home, 10000)
+    stderr = interrupted_once_said(proc, "item×metric outputs (", signum=signal.SIGTERM)  # followed: a progress line
+    assert proc.returncode == 130, stderr
+    assert ("stopping the workers (up to 15 s; send SIGTERM again (or Ctrl-C) to stop at once): what they are scoring "
+            "is cut short; the resume scores it again") in stderr, stderr  # fmt: skip
+
+
 def test_ctrl_c_while_the_rows_are_sent_says_what_becomes_of_those_sent(tmp_path: Path, home: Path) -> None:
     """A Ctrl-C while a run's rows were sent said only "finish it later": nothing of the rows already sent. The run is
     cancelled (its workers skip what they did not score), what was scored is kept: said so, then the resume."""
