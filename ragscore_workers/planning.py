@@ -143,10 +143,10 @@ class ResolvedSuite:
         rows of a target returning none, or rows so marked, lack are said once of them (:meth:`_alone_warning`);
         where every target or row is such, not again as a column named otherwise."""
         marked = self._marked(alone)
-        lacking = self._systems_lacking(fields_seen, alone)
-        said = (self._system_warnings(lacking) if lacking
-                else self._alone_warning(self._alone_lack(fields_seen, marked), marked))  # fmt: skip
-        fields_seen = self._with_filled(fields_seen) | self._by_design(fields_seen, alone)
+        lacking = self._alone_lack(fields_seen, marked)
+        systems = self._systems_lacking(fields_seen, alone)
+        said = self._system_warnings(systems) if systems else self._alone_warning(lacking, marked)
+        fields_seen = self._with_filled(fields_seen) | self._by_design(lacking, marked)
         return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             "comes from): is it a column named otherwise?"
@@ -163,12 +163,11 @@ class ResolvedSuite:
         (their response maps say what retrieves, not the marks)."""
         return AloneRows() if self.targets or alone is None else alone
 
-    def _by_design(self, fields_seen: set[str], alone: AloneRows | None) -> set[str]:
-        """The fields every row lacks by design (:meth:`_alone_lack`) where every target, or every row (``alone``:
-        those marked, without targets), is an LLM alone's; none otherwise."""
-        marked = self._marked(alone)
+    def _by_design(self, lacking: set[str], marked: AloneRows) -> set[str]:
+        """The fields every row lacks by design: ``lacking`` (:meth:`_alone_lack` of ``marked``, :meth:`_marked`)
+        where every target, or every row (those marked, without targets), is an LLM alone's; none otherwise."""
         every = not self.targets_retrieve if self.targets else marked.every
-        return self._alone_lack(fields_seen, marked) if every else set()
+        return lacking if every else set()
 
     def _alone_lack(self, fields_seen: set[str], marked: AloneRows) -> set[str]:
         """The fields (``ALONE_LACKS``) the rows of the suite's targets that return none (``TargetConfig.retrieves``:
@@ -263,7 +262,8 @@ class ResolvedSuite:
         unscored = [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
         if len(unscored) == len(self.metrics):  # the run would score nothing at all: no result to pass
             return unscored
-        by_design = self._by_design(fields_seen, alone)
+        marked = self._marked(alone)
+        by_design = self._by_design(self._alone_lack(fields_seen, marked), marked)
         failing = {name for fields, names in absent.items() if not (_optional(fields) or by_design.issuperset(fields))
                    for name in names}  # fmt: skip
         return [name for name in unscored if name in failing]
