@@ -12,6 +12,9 @@ from concurrent.futures import TimeoutError as FuturesTimeoutError  # not the bu
 from pathlib import Path
 from typing import Any
 
+from tenacity import RetryCallState
+from tenacity.stop import stop_base
+
 from .cgroups import cpu_limit
 from .schemas import Queue
 
@@ -19,6 +22,7 @@ __all__ = [
     "CONTROL_QUEUE",
     "PRIORITY_SEP",
     "QUEUE_LIMITS",
+    "SleepsPast",
     "ended_by",
     "left_s",
     "longest_hard_limit",
@@ -73,6 +77,24 @@ def ended_by(deadline: float | None, futures: Iterable[Future[Any]]) -> Iterator
         yield from as_completed(futures, timeout=None if deadline is None else max(0.0, left_s(deadline)))
     except FuturesTimeoutError:
         return
+
+
+class SleepsPast(stop_base):
+    """Tenacity's stop of a retry whose backoff sleep would end at or past ``deadline`` (``time.monotonic()``; None:
+    never): no try could start in time, so it stops at once (its thread freed, not held asleep to the deadline) and
+    ``refused`` keeps the sleep it refused, for its caller to say why it stopped (a time limit, not its last error).
+    The one way a judge call and a target question stop their retries at their time."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        #: The backoff (seconds) it stopped a retry rather than sleep; None: it stopped none.
+        self.refused: float | None = None
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        if retry_state.upcoming_sleep < left_s(self.deadline):
+            return False
+        self.refused = retry_state.upcoming_sleep
+        return True
 
 
 def time_limit_error(queue: str) -> str:

@@ -34,9 +34,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
-from tenacity.stop import stop_base
 
-from ..limits import left_s, time_limit_error
+from ..limits import SleepsPast, left_s, time_limit_error
 from ..schemas import Queue
 from ..store import BUDGET_AT_0
 from .base import Completion, CompletionParams, Message, Provider, RetryDecision, estimate_tokens
@@ -152,8 +151,9 @@ class JudgeClient:
             return cached, True
         if left_s(deadline) <= 0:
             raise self._time_up()
+        in_time = SleepsPast(deadline)
         retrying = Retrying(
-            stop=stop_after_attempt(self.retry.attempts) | _SleepsPast(deadline),
+            stop=stop_after_attempt(self.retry.attempts) | in_time,
             wait=self._wait,
             retry=retry_if_exception(self._retryable),
             before_sleep=lambda _: self.state.incr(retries=1),
@@ -163,7 +163,7 @@ class JudgeClient:
         try:
             completion = retrying(self._attempt, messages, params, deadline)
         except (ProviderError, RateLimitTimeout, RequestTooLargeError) as exc:
-            if self._retryable(exc) and retrying.statistics["attempt_number"] < self.retry.attempts:
+            if in_time.refused is not None:
                 raise self._time_up() from exc  # its deadline, not its attempts, stopped the retries
             if self.provider.request_specific(exc):  # this item's prompt, not the provider: no breaker count
                 self.state.incr(failures=1)  # still a call failed for good
@@ -301,13 +301,3 @@ class JudgeClient:
         if self._decision(exc).kind == "rate_limit":
             return random.uniform(0, 0.1)  # the limiter's shared pause does the waiting
         return float(self._backoff(state))
-
-
-class _SleepsPast(stop_base):
-    """Tenacity's stop of a call whose next try would start past ``deadline`` (its backoff sleep ends after it)."""
-
-    def __init__(self, deadline: float | None) -> None:
-        self.deadline = deadline
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return retry_state.upcoming_sleep >= left_s(self.deadline)

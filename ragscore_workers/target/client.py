@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from ..errors import ConfigError
-from ..limits import left_s
+from ..limits import SleepsPast, left_s
 from ..providers.base import RetryDecision
 from ..providers.errors import RateLimitTimeout
 from ..providers.ratelimit import RedisLimiter, limits_per_minute
@@ -103,9 +103,10 @@ class TargetClient:
                     self.state.incr(cache_hits=1)
                     return result, True
         tries = _Tries(self.config, self._decide, *self._backoff_s, deadline=deadline)
+        in_time = SleepsPast(tries.ends_at)
         retrying = Retrying(
             after=tries.count,
-            stop=tries.stop,
+            stop=lambda state: tries.stop(state) or in_time(state),
             wait=tries.wait,
             retry=retry_if_exception(lambda exc: isinstance(exc, TargetError) and self._decide(exc).retry),
             before_sleep=lambda _: self.state.incr(retries=1),
@@ -117,7 +118,13 @@ class TargetClient:
         except TargetStopped:
             raise
         except TargetError as exc:
-            error = tries.final(exc)
+            error = (
+                tries.final(exc)
+                if in_time.refused is None
+                else tries.too_slow(f"its next try due in {in_time.refused:.1f} s")
+            )
+            if isinstance(error, TargetStopped):  # its task's deadline stopped it: no failure counted
+                raise error from exc
             opened = self.state.record_failure(self.config.breaker_failures, str(error))
             log.warning(
                 "target %s failed for good: %s%s", self.endpoint_name, error, " (breaker opened)" if opened else ""
@@ -208,6 +215,11 @@ class _Tries:
         """Seconds left of the question's ``max_seconds_per_question``, or to its task's deadline where that is less."""
         return min(self._own_left_s(), self._deadline_left_s())
 
+    @property
+    def ends_at(self) -> float:
+        """When (``time.monotonic()``) the question's time ends: :meth:`left_s` from now."""
+        return time.monotonic() + self.left_s()
+
     def _own_left_s(self) -> float:
         return self.config.max_seconds_per_question - (time.monotonic() - self._started)
 
@@ -233,16 +245,14 @@ class _Tries:
 
     def wait(self, state: RetryCallState) -> float:
         """After a 429 a jitter (the limiter's shared pause does the waiting); after an error an exponential backoff
-        with jitter over the errors alone (a 5xx after many 429s is its first or second error, not a long wait). Either
-        ends where the question's time does (:meth:`left_s`: at its task's deadline at the latest), where the next try
-        stops it: a sleep past it held the task's thread up to ``backoff_max_s`` after the task had returned."""
+        with jitter over the errors alone (a 5xx after many 429s is its first or second error, not a long wait). One
+        that would end past the question's time (:meth:`ends_at`) is not slept: the retry stops at once
+        (:class:`~ragscore_workers.limits.SleepsPast`, as the judge's does)."""
         if self._last_429:
-            wait = random.uniform(0, 0.1)
-        else:
-            errors = state.attempt_number - self.rate_limited
-            backoff = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (errors - 1))
-            wait = backoff + random.uniform(0, self._backoff_initial_s)
-        return max(0.0, min(wait, self.left_s()))
+            return random.uniform(0, 0.1)
+        errors = state.attempt_number - self.rate_limited
+        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (errors - 1))
+        return backoff + random.uniform(0, self._backoff_initial_s)
 
     def stop(self, state: RetryCallState) -> bool:
         """Whether the question has used up its attempts or its 429s."""

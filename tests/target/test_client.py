@@ -186,26 +186,40 @@ def test_a_question_its_tasks_deadline_stops_ends_with_the_time_limits_error_not
     assert client.state.read()["failures"] == 0
 
 
-def test_a_backoff_ends_at_its_tasks_deadline(store: RunStore) -> None:
-    """A question's backoff after an error slept its whole time (up to 20 s) though its task's deadline came first:
-    no try followed it, but its thread held on after the task had returned. It ends at the deadline."""
-    from ragscore_workers.target import TargetClient
-    from ragscore_workers.target.endpoints import make_endpoint
-
-    waits: list[float] = []
+def _slept_client(store: RunStore, server: FakeRag, waits: list[float], **config: Any) -> TargetClient:
+    """A client of ``server``'s ``dead`` system (every request gets HTTP 500), its sleeps noted: its first backoff is
+    20 s at least (``backoff_initial_s`` 30 capped at ``backoff_max_s`` 20, plus a jitter)."""
 
     def sleep(seconds: float) -> None:
         waits.append(seconds)
         time.sleep(seconds)
 
-    with FakeRag() as server:  # every request of ``dead`` gets HTTP 500
-        client = _client(store, server, "dead", attempts=5, breaker_failures=10)
-        slept = TargetClient(client.config, make_endpoint(client.config), store.r, client.state, client.limiter,
-                             backoff_initial_s=30, sleep=sleep)  # fmt: skip
-        deadline = time.monotonic() + 1
+    client = _client(store, server, "dead", breaker_failures=10, **config)
+    return TargetClient(client.config, make_endpoint(client.config), store.r, client.state, client.limiter,
+                        backoff_initial_s=30, sleep=sleep)  # fmt: skip
+
+
+def test_a_backoff_past_its_tasks_deadline_stops_the_question_at_once(store: RunStore) -> None:
+    """A question's backoff after an error slept to its task's deadline (the judge's stopped at once), holding its
+    thread for a try that could never start: it stops at once now, with the time limit's error, no failure counted."""
+    waits: list[float] = []
+    with FakeRag() as server:
+        client = _slept_client(store, server, waits, attempts=5)
         with pytest.raises(TargetTimeUp, match=f"^{TIME_LIMIT_ERROR}$"):
-            slept.ask(_ask(0), deadline=deadline)
-        assert waits and sum(waits) <= 1 and server.calls["dead"] == len(waits), waits  # not 30 s and more
+            client.ask(_ask(0), deadline=time.monotonic() + 10)  # its backoff (20 s at least) ends past it
+        assert (waits, server.calls["dead"]) == ([], 1), waits  # its one try, and no sleep
+    assert client.state.read()["failures"] == 0
+
+
+def test_a_backoff_past_its_questions_time_stops_it_at_once_saying_so(store: RunStore) -> None:
+    """A backoff past the question's ``max_seconds_per_question`` slept to its end before the question stopped: it
+    stops at once, TargetTooSlow saying the try it would have waited for and its last error."""
+    waits: list[float] = []
+    with FakeRag() as server:
+        client = _slept_client(store, server, waits, attempts=5, max_seconds_per_question=10)
+        with pytest.raises(TargetTooSlow, match=r"its next try due in \d+\.\d s; last: .*500"):
+            client.ask(_ask(0))
+        assert (waits, server.calls["dead"]) == ([], 1), waits
 
 
 def test_replies_are_cached_unless_the_cache_is_off(store: RunStore, rag: FakeRag) -> None:
