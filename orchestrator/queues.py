@@ -357,6 +357,7 @@ def held_by_live_workers(
     said: set[int] | None = None,
     resending_after: float | None = None,
     watch: OrphanWatch | None = None,
+    checked: HeldMessages | None = None,
 ) -> bool:
     """Whether a worker that still runs holds a message of this run (delivered, not acknowledged).
 
@@ -365,8 +366,10 @@ def held_by_live_workers(
     work is re-submitted, and the late re-delivery then skips itself as superseded); a message one check alone calls
     orphaned does (a worker slow to renew its key for one read still runs it). Other runs' messages do not count.
     ``said``: orphan counts already logged (each is logged once); ``resending_after``: the seconds without progress
-    after which the caller (a run's :func:`~orchestrator.runner.wait`) sends their work again, which it does now."""
-    found = (watch or OrphanWatch(store, run_id)).confirmed()
+    after which the caller (a run's :func:`~orchestrator.runner.wait`) sends their work again, which it does now.
+    ``checked``: what ``watch`` confirmed a moment ago (the same poll's held note), read in place of a check of its own:
+    a second one, where orphans exist, waits ``ORPHAN_CONFIRM_S`` again (:meth:`OrphanWatch.check`)."""
+    found = checked if checked is not None else (watch or OrphanWatch(store, run_id)).confirmed()
     if len(found.orphans) < found.held:
         return True
     if found.orphans and (said is None or len(found.orphans) not in said):
@@ -546,12 +549,13 @@ def broker_idle(
     ignore: Collection[str] = frozenset(),
     resending_after: float | None = None,
     watch: OrphanWatch | None = None,
+    checked: HeldMessages | None = None,
 ) -> bool:
     """No message of any queue the run uses (but ``ignore``) is waiting, and none of the run's is held by a live
-    worker. ``said``, ``resending_after`` and ``watch``: :func:`held_by_live_workers`'."""
+    worker. ``said``, ``resending_after``, ``watch`` and ``checked``: :func:`held_by_live_workers`'."""
     waiting = waiting_queues(store, run_id)
     return not any(q not in ignore for q in waiting) and not held_by_live_workers(
-        store, run_id, said, resending_after, watch
+        store, run_id, said, resending_after, watch, checked
     )
 
 

@@ -97,6 +97,7 @@ from .estimate import RunCount, judge_calls_planned
 from .out_claim import claim_out_dir
 from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, outage_of, queued_of
 from .queues import (
+    HeldMessages,
     Orphan,
     OrphanWatch,
     broker_idle,
@@ -809,11 +810,12 @@ def _warn_unserved(store: RunStore, run_id: str, warned: set[str], broker: str |
         log.warning("run %s: %s", run_id, unserved_message(queue, waiting, broker=broker))
 
 
-def _held_note(watch: OrphanWatch, resending_after: float) -> str:
+def _held_note(found: HeldMessages, resending_after: float) -> str:
     """What of the run workers that are gone hold, and when it is sent again (the log's ``resending_after``); ""
-    for none. Read from the watch of the run's stall decision (:func:`broker_idle`): an orphan two consecutive checks
-    agree on, as that re-sending takes, not one a live worker late to renew its key once has."""
-    orphans = watch.confirmed().orphans
+    for none. ``found``: a check of the watch of the run's stall decision (:func:`broker_idle`, which reads it in the
+    same poll): an orphan two consecutive checks agree on, as that re-sending takes, not one a live worker late to
+    renew its key once has."""
+    orphans = found.orphans
     if not orphans:
         return ""
     held = counted(len(orphans), "message")
@@ -932,18 +934,20 @@ def wait(
                     limit = min(stall_s, RESTARTED_STALL_S) if restarted else stall_s
                     if state == RunState.CANCELLED:  # nothing but skipping was left: idle, only its summary is missing
                         limit = min(limit, CANCELLED_STALL_S)
+                    checked = None  # the held messages this poll confirmed: its stall decision reads them too
                     if now - last_change > consumer_check_s and now - last_consumer_check > consumer_check_s:
                         last_consumer_check = now
                         _warn_unserved(store, run_id, warned, broker)
                         if state != RunState.CANCELLED:  # a cancelled run's work is never sent again
-                            text = _held_note(orphan_watch, limit)
+                            checked = orphan_watch.confirmed()
+                            text = _held_note(checked, limit)
                             held(text)
                             held_said = bool(text)
                     # a cancelled run's messages where no worker listens are never skipped: they do not hold it up
                     if now - last_change > limit and broker_idle(store, run_id, orphans_said, ignore=(
                             unserved_queues(store, run_id) if state == RunState.CANCELLED else ()),
                             resending_after=None if state == RunState.CANCELLED else limit,
-                            watch=orphan_watch):  # fmt: skip
+                            watch=orphan_watch, checked=checked):  # fmt: skip
                         idle_checks += 1
                         if idle_checks < IDLE_CHECKS:  # idle at several polls in a row, not a lucky instant
                             time.sleep(POLL_S * 4)  # and POLL_S below

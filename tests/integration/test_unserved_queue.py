@@ -785,3 +785,54 @@ def test_a_workers_key_says_its_pools_processes_not_its_concurrency_option(tmp_p
         solo.stop()
         forked.stop()
         server.stop()
+
+
+def _held_by_a_worker_gone(tmp_path: Path) -> tuple[RedisProcess, RunStore, str]:
+    """A run of 2 rows (one message) that a worker killed whole holds (kombu's ``unacked`` entries, delivered a
+    minute ago, moved there from their queues as its BRPOP and delivery would): orphans, and no worker runs."""
+    server = RedisProcess(tmp_path / "redis").start()
+    store = connect(server.url)
+    sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(2, seed=3)), load_suite({"metrics": ["exact_match"]}),
+                 store)  # fmt: skip
+    for queue in json.loads(store.meta(sub.run_id)["queues"]):
+        while (raw := store.broker.rpop(queue)) is not None:
+            tag = uuid.uuid4().hex
+            store.broker.hset("unacked", tag, json.dumps([json.loads(raw), queue, queue]))
+            store.broker.zadd("unacked_index", {tag: time.time() - 60.0})
+    return server, store, sub.run_id
+
+
+class _Polled(Exception):
+    """Ends a wait once it made the polls a test looks at."""
+
+
+def test_a_polls_held_note_and_stall_decision_read_one_check_of_the_held_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's wait checked the held messages twice in a poll where orphans exist: for its held note, then for its
+    stall decision, the second waiting ``ORPHAN_CONFIRM_S`` again. The stall decision reads the note's check now. The
+    checks are counted where each asks the workers what they hold (two broadcasts: the broker's PUBLISH), against a
+    one-off confirmation's (two checks)."""
+    from orchestrator import queues
+    from orchestrator.queues import OrphanWatch
+
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)  # no worker answers: no wait for one
+    server, store, run_id = _held_by_a_worker_gone(tmp_path)
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.config_resetstat()
+        assert len(OrphanWatch(store, run_id).confirmed().orphans) == 1
+        confirming = client.info("commandstats")["cmdstat_publish"]["calls"]
+        client.config_resetstat()
+        polls = iter(range(1))  # the first poll is progress (none was read before it); the second is idle
+
+        def poll_ended() -> None:
+            if next(polls, None) is None:
+                raise _Polled
+
+        with pytest.raises(_Polled):  # its held note is due at once, its stall decision too
+            wait(store, run_id, stall_s=0, consumer_check_s=0, check=poll_ended)
+        asked = client.info("commandstats")["cmdstat_publish"]["calls"]
+    finally:
+        server.stop()
+    assert asked == confirming, (asked, confirming)  # one confirmation in the poll, not a third check
