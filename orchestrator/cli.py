@@ -1027,7 +1027,9 @@ def status(
         view.summary = store.summary(run_id) if ended and store.summary_is_current(run_id) else None
         queued_due = not ended and time.monotonic() - queued_checked[0] >= QUEUED_CHECK_S
         consumers_due = not ended and time.monotonic() - checked[0] > CONSUMER_CHECK_S
-        if ended or not (queued_due or consumers_due):
+        # a watch's check of the held messages that confirms the orphans of its last, made at a later refresh
+        follow_up = watch and not ended and not embedded and orphan_watch.follow_up_due()
+        if ended or not (queued_due or consumers_due or follow_up):
             view.broker_note = "" if ended else view.broker_note
             return view.render(run_id)
         # a broker that does not answer is asked again at the next check, not at each refresh
@@ -1055,12 +1057,12 @@ def status(
                 served = lane is not None and run_process_alive(store.r, view.meta)
                 unserved = {} if served else unserved_queues(checks, run_id)
                 view.set_unserved({q: unserved_message(q, n, embedded, broker) for q, n in unserved.items()})
+            if consumers_due or follow_up:
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
-                # a one-off status says why it waits for the second check (a watched one's table stays as it was)
-                confirming = None if watch else _confirming_orphans
-                found = HeldMessages(held=0, orphans=[]) if embedded else orphan_watch.confirmed(confirming)
-                view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
+                found = HeldMessages(held=0, orphans=[]) if embedded else held_check()
+                if not (watch and found.unconfirmed):  # a watch's view keeps what it showed until its follow-up
+                    view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if isinstance(exc.__cause__, redis.exceptions.NoPermissionError):  # kombu's: a broadcast channel refused
                 view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc.__cause__)
@@ -1074,6 +1076,11 @@ def status(
             view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc)
             forget_broker_notes()
         return view.render(run_id)
+
+    def held_check() -> HeldMessages:
+        """A check of the held messages: a one-off status confirms its orphans at once, saying why it waits for the
+        second check; a watched one is never held for it (:meth:`~.queues.OrphanWatch.follow_up_due`)."""
+        return orphan_watch.check() if watch else orphan_watch.confirmed(_confirming_orphans)
 
     def stamp(queued: bool, consumers: bool) -> None:
         """The checks done now: the next ones are due an interval from now."""

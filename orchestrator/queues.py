@@ -324,6 +324,8 @@ class OrphanWatch:
         self._seen: set[tuple[str, float]] = set()
         #: When the last check began and ended (``time.monotonic()``).
         self._began = self._ended = -math.inf
+        #: How many orphans the last check could not confirm.
+        self._unconfirmed = 0
 
     def check(self) -> HeldMessages:
         """One check (:func:`held_messages`): its orphans those the last check called orphaned too, the others counted
@@ -337,7 +339,14 @@ class OrphanWatch:
         self._ended = time.monotonic()
         seen, self._seen = self._seen, {(o.queue, o.delivered_at) for o in found.orphans}
         confirmed = [o for o in found.orphans if (o.queue, o.delivered_at) in seen]
-        return replace(found, orphans=confirmed, unconfirmed=len(found.orphans) - len(confirmed))
+        self._unconfirmed = len(found.orphans) - len(confirmed)
+        return replace(found, orphans=confirmed, unconfirmed=self._unconfirmed)
+
+    def follow_up_due(self) -> bool:
+        """Whether the last check left orphans unconfirmed that a check now confirms without a wait
+        (``ORPHAN_CONFIRM_S`` after it began): a watched ``ragscore status`` makes it at the refresh it comes due, not
+        held in one refresh for it as :meth:`confirmed` holds a one-off status (the whole view frozen)."""
+        return bool(self._unconfirmed) and time.monotonic() - self._began >= ORPHAN_CONFIRM_S
 
     def confirmed(self, again: Callable[[int], None] | None = None) -> HeldMessages:
         """A check, and a second at once where it has orphans unconfirmed (it reads the keys renewed since the

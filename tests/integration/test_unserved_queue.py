@@ -836,3 +836,39 @@ def test_a_polls_held_note_and_stall_decision_read_one_check_of_the_held_message
     finally:
         server.stop()
     assert asked == confirming, (asked, confirming)  # one confirmation in the poll, not a third check
+
+
+def test_a_watched_status_is_not_held_for_the_check_that_confirms_orphans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ragscore status --watch`` froze at each consumer check where orphans exist: its first check of the held
+    messages found them unconfirmed, and the second waited ``ORPHAN_CONFIRM_S`` (~4 s) inside the refresh. A watch
+    makes that second check at a later refresh now, its view kept meanwhile. Here the wait for it is an hour: the
+    watch goes on refreshing (no orphan said yet); once that wait is a moment, a refresh confirms them."""
+    from orchestrator import queues
+    from orchestrator.cli import status
+
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
+    monkeypatch.setattr(queues, "ORPHAN_CONFIRM_S", 3600.0)
+    monkeypatch.setattr(queues, "ORPHAN_RECENT_S", 3 * 3600.0)
+    server, store, run_id = _held_by_a_worker_gone(tmp_path)
+    watch = threading.Thread(target=status, args=(run_id,), daemon=True,  # held an hour without the change
+                             kwargs={"broker": server.url, "watch": True, "interval": 0.01})  # fmt: skip
+    said: list[str] = []
+
+    def printed() -> str:
+        said.append(capsys.readouterr().out)
+        return "".join(said)
+
+    orphaned = "held by a worker that stopped"
+    try:
+        watch.start()
+        assert until(lambda: printed().count(run_id) >= 5, 60), printed()  # refreshes go on past the first check
+        assert orphaned not in printed()  # unconfirmed yet: nothing said of them
+        monkeypatch.setattr(queues, "ORPHAN_CONFIRM_S", 0.01)  # the next refresh's check confirms them
+        assert until(lambda: orphaned in printed(), 60), printed()
+    finally:
+        store.r.hset(store.key(run_id, "meta"), "state", "cancelled")  # the watch ends with its run
+        watch.join(60)
+        server.stop()
+    assert not watch.is_alive(), "status --watch went on after its run ended"
