@@ -222,13 +222,12 @@ def test_a_429_without_retry_after_pauses_for_what_its_message_says(
             body = {"model": model, "messages": [{"role": "user", "content": f"other {i}"}]}
             assert httpx.post(fake.openai_base_url + "/chat/completions", headers=auth, json=body).status_code == 200
         client = _client(rclient, fake, model)  # no rpm of its own: only the provider's answers tell
-        started = time.monotonic()
         assert _ask(client, "mine [[rating=4]]") == ("4", False)
-        elapsed = time.monotonic() - started
         stats = fake.stats()
+    # what the provider saw, not the wall time (a loaded box asks late in the window, and is told to wait less):
+    # one 429, its retry sent once the window had room (one sent inside it is refused again)
     assert stats["rate_limited"] == 1 and stats["ok"] == 3
     assert client.state.read()["rate_limited"] == 1 and client.state.read()["calls"] == 2
-    assert elapsed >= 3.0
 
 
 def test_a_suite_that_overstates_the_providers_limit_learns_it_from_the_headers(
