@@ -121,7 +121,9 @@ class TargetClient:
             error = (
                 tries.final(exc)
                 if in_time.refused is None
-                else tries.too_slow(f"its next try due in {in_time.refused:.1f} s")
+                else tries.too_slow(
+                    f"its next try, due {in_time.refused:.1f} s later (a backoff), would start past that"
+                )
             )
             if isinstance(error, TargetStopped):  # its task's deadline stopped it: no failure counted
                 raise error from exc

@@ -217,7 +217,11 @@ def test_a_backoff_past_its_questions_time_stops_it_at_once_saying_so(store: Run
     waits: list[float] = []
     with FakeRag() as server:
         client = _slept_client(store, server, waits, attempts=5, max_seconds_per_question=10)
-        with pytest.raises(TargetTooSlow, match=r"its next try due in \d+\.\d s; last: .*500"):
+        with pytest.raises(
+            TargetTooSlow,
+            match=r"max_seconds_per_question=10 \(asked for \d+\.\d s; its next try, due \d+\.\d s later \(a backoff\), would start "
+            r"past that; last: .*500",
+        ):
             client.ask(_ask(0))
         assert (waits, server.calls["dead"]) == ([], 1), waits
 
