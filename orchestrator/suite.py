@@ -19,6 +19,7 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import JudgeParams, Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
 
+from .datasets.loaders import files_named_like
 from .suite_lines import NO_LINES, SuiteLines
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ T = TypeVar("T")
 def _read(path: Path) -> tuple[Any, SuiteLines]:
     """The suite file at ``path`` as written, and where each of its keys and items is."""
     if not path.exists():
-        raise ConfigError(f"Suite file not found: {path}{_what_a_suite_is(path)}")
+        raise ConfigError(f"Suite file not found: {path}{files_named_like(path) or _what_a_suite_is(path)}")
     if not path.is_file():
         raise ConfigError(f"Suite {path} is not a file (give a suite's .yaml or .json)")
     text = path.read_text(encoding="utf-8")

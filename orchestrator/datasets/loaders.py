@@ -24,7 +24,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -1037,6 +1037,21 @@ def _refuse_options(fmt: str, options: dict[str, Any] | None, accepted: frozense
     raise DatasetError(f"{caller.reader_options(unknown)}: not an option of {caller.given('format', fmt)} ({hint})")
 
 
+#: How many entries of a missing file's folder :func:`files_named_like` reads (not all of a folder of millions).
+MAX_NEIGHBOURS = 10_000
+
+
+def files_named_like(path: Path) -> str:
+    """For a file that does not exist, the hint naming the files of its folder named like it (``data.json`` given,
+    ``data.jsonl`` there: `` (did you mean 'data.jsonl'?)``); nothing where none is, or the folder cannot be read."""
+    try:
+        names = [entry.name for entry in islice(path.parent.iterdir(), MAX_NEIGHBOURS)]
+    except OSError:
+        return ""
+    like = close_names(path.name, names, cutoff=0.8)[:1]  # the likest: e1.json's e1.jsonl, not e4.jsonl beside it
+    return f" ({did_you_mean([str(path.with_name(name)) for name in like])})" if like else ""
+
+
 def iter_records(
     path: Path, fmt: str | None = None, options: dict[str, Any] | None = None, caller: Caller = CLI
 ) -> Iterator[tuple[int, Record | RowError]]:
@@ -1046,7 +1061,7 @@ def iter_records(
     auto-analyst: ``system``). ``caller``: whose options (``--format`` or ``fmt=``) its errors and hints name.
     """
     if not path.exists():
-        raise DatasetError(f"Dataset not found: {path}")
+        raise DatasetError(f"Dataset not found: {path}{files_named_like(path)}")
     _refuse_binary(path)
     _refuse_directory(path, fmt, caller)
     fmt = fmt or detect_format(path, options, caller)

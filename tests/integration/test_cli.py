@@ -192,6 +192,21 @@ def test_a_target_request_reading_a_field_no_row_has_stops_the_run_and_the_dry_r
     assert not (out / "run.json").exists()
 
 
+def test_a_missing_dataset_or_suite_file_names_the_file_of_its_folder_named_like_it(tmp_path: Path, home: Path) -> None:
+    """`ragscore run e1.json --suite cpu.yml` beside e1.jsonl and cpu.yaml said only "Dataset not found: e1.json" (and
+    "Suite file not found: cpu.yml"), leaving the user to list the folder for the extension they mistyped."""
+    data = write_jsonl(tmp_path / "data.jsonl", make_rows(3))
+    (tmp_path / "other.jsonl").write_text("")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("metrics: [exact_match]\n")
+    no_data = ragscore("run", str(tmp_path / "data.json"), "--suite", str(suite), "--dry-run", home=home)
+    no_suite = ragscore("run", str(data), "--suite", str(tmp_path / "suite.yml"), "--dry-run", home=home)
+    assert no_data.returncode == no_suite.returncode == 2, (no_data.stderr, no_suite.stderr)
+    said = " ".join(no_data.stderr.split()), " ".join(no_suite.stderr.split())
+    assert f"Dataset not found: {tmp_path / 'data.json'} (did you mean '{data}'?)" in said[0], said
+    assert f"Suite file not found: {tmp_path / 'suite.yml'} (did you mean '{suite}'?)" in said[1], said
+
+
 def test_a_datasets_own_target_error_mark_that_the_targets_drop_is_said_once(tmp_path: Path, home: Path) -> None:
     """Rows of an earlier target run's answers.jsonl carry its mark of a question not answered: a suite's targets ask
     anew and drop it, which was done silently. The dry run (and the run) say it once; with --no-target the mark is
