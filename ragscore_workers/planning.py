@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from .answers import NO_RETRIEVAL, AloneRows, SystemRows
 from .app import QUEUE_LIMITS, app
-from .counts import agree, counted, noun_names
+from .counts import agree, close_names, counted, noun_names
 from .metrics.code_test import CodeTestParams, code_column_note
 from .metrics.registry import OPTIONAL_FIELDS, MetricDef, resolve
 from .schemas import RETRIEVAL_FIELDS, TARGET_FIELDS, Queue, Row, Suite, TargetConfig
@@ -339,11 +339,23 @@ def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_emp
     empty: the column is there), after why that is no failure for a field a system may lack by design
     (``OPTIONAL_FIELDS``) where other metrics score."""
     note = code_column_note(columns_seen) if "code" in fields else ""
+    if typo := _column_misspelling(fields, columns_seen):
+        return typo
     misnamed = "" if fields_empty.issuperset(fields) else "; or is it a column named otherwise?"
     if _optional(fields):
         why = "; ".join(OPTIONAL_FIELDS[f] for f in fields)
         return f" ({why}: no failure where other metrics score{misnamed})"
     return note or " (is it a column named otherwise?)"
+
+
+def _column_misspelling(fields: tuple[str, ...], columns_seen: set[str]) -> str:
+    """How an absent requirement's warning ends where a column of the dataset is a field's name misspelt
+    (``refrence`` for ``reference``, ``Question`` for ``question``): that column, and the field to rename it; nothing
+    where none is."""
+    for field in fields:
+        if like := close_names(field, columns_seen, cutoff=0.8):
+            return f" (the dataset's column {like[0]!r} is no row field: rename it {field!r})"
+    return ""
 
 
 def resolve_suite(suite: Suite) -> ResolvedSuite:

@@ -207,6 +207,20 @@ def test_a_missing_dataset_or_suite_file_names_the_file_of_its_folder_named_like
     assert f"Suite file not found: {tmp_path / 'suite.yml'} (did you mean '{suite}'?)" in said[1], said
 
 
+def test_a_misspelt_column_of_a_field_a_metric_needs_is_named_before_the_run(tmp_path: Path, home: Path) -> None:
+    """A dataset whose `reference` column was typed `refrence` was warned of as "no row has 'reference', which
+    exact_match needs: it will score no item (is it a column named otherwise?)", which named no column: the near-miss
+    warning knows case, spaces, dashes and a few other tools' names, not a typo."""
+    rows = make_rows(3)
+    for row in rows:
+        row["refrence"] = row.pop("reference", "x")
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    dry = ragscore("run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)), "--dry-run", home=home)
+    said = " ".join((dry.stdout + dry.stderr).split())
+    assert ("no row has 'reference', which exact_match needs: it will score no item (the dataset's column 'refrence' "
+            "is no row field: rename it 'reference')") in said, said  # fmt: skip
+
+
 def test_a_datasets_own_target_error_mark_that_the_targets_drop_is_said_once(tmp_path: Path, home: Path) -> None:
     """Rows of an earlier target run's answers.jsonl carry its mark of a question not answered: a suite's targets ask
     anew and drop it, which was done silently. The dry run (and the run) say it once; with --no-target the mark is
