@@ -19,7 +19,7 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import JudgeParams, Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
 
-from .datasets.loaders import files_named_like
+from .datasets.loaders import files_named_like, trailing_comma
 from .suite_lines import NO_LINES, SuiteLines
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _read(path: Path) -> tuple[Any, SuiteLines]:
         data = json.loads(text) if path.suffix.lower() == ".json" else _yaml(text, path)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-                          f"{_trailing_comma(exc)}") from exc  # fmt: skip
+                          f"{f' ({said})' if (said := trailing_comma(exc)) else ''}") from exc  # fmt: skip
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
     return data, SuiteLines.of(path, text, data)
@@ -56,13 +56,6 @@ def _what_a_suite_is(path: Path) -> str:
     if path.suffix or path.parent != Path("."):
         return ""
     return f" (a suite is a .yaml or .json file, or from Python a dict such as {{'metrics': [{str(path)!r}]}})"
-
-
-def _trailing_comma(exc: json.JSONDecodeError) -> str:
-    """The hint for the usual slip, a comma before ``]`` or ``}`` (which JSON refuses); else nothing."""
-    if exc.doc[exc.pos : exc.pos + 1] in ("]", "}") and exc.doc[: exc.pos].rstrip().endswith(","):
-        return " (a comma before a closing bracket: JSON takes no comma before ] or })"
-    return ""
 
 
 def _yaml(text: str, path: Path) -> Any:

@@ -218,10 +218,17 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
         return f"; its first line reads as a CSV header row ({shown}): read it with {csv_format}{where}"
     if stripped.endswith(",") and exc.msg == "Extra data" and _json_object(stripped[:-1]):
         return "; a comma after the object: JSONL rows are one object per line, with nothing between them"
-    if said := _control_character(exc):
+    if said := _control_character(exc) or trailing_comma(exc):
         return f"; {said}"
     if last and _ran_out(exc):
         return f"; the file ends inside this row, without its newline: {CUT_SHORT}"
+    return ""
+
+
+def trailing_comma(exc: json.JSONDecodeError) -> str:
+    """The hint for the usual slip, a comma before ``]`` or ``}`` (which JSON refuses); else nothing."""
+    if exc.doc[exc.pos : exc.pos + 1] in ("]", "}") and exc.doc[: exc.pos].rstrip().endswith(","):
+        return "a comma before a closing bracket: JSON takes no comma before ] or }"
     return ""
 
 

@@ -92,6 +92,20 @@ def test_a_json_file_cut_short_says_so_and_one_with_a_typo_does_not(tmp_path: Pa
         assert "cut short" not in str(refused.value)
 
 
+def test_a_jsonl_row_with_a_comma_before_its_closing_brace_says_so(tmp_path: Path) -> None:
+    """A row ending `"answer": "a",}` said only "Expecting property name enclosed in double quotes (column 24)", which
+    points at no property: the suite's JSON named the trailing comma, a JSONL row did not."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "a", "answer": "x"}\n{"id":"t","answer":"a",}\n{"id": "b", "contexts": ["c",]}\n')
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["a"]
+    comma = "; a comma before a closing bracket: JSON takes no comma before ] or }"
+    assert [(e.line, e.error) for e in bad] == [
+        (2, f"invalid JSON: Expecting property name enclosed in double quotes (column 24){comma}"),
+        (3, f"invalid JSON: Expecting value (column 30){comma}"),
+    ]
+
+
 def test_jsonl_rows_copied_out_of_a_json_list_with_their_commas_say_so(tmp_path: Path) -> None:
     """Rows pasted out of a JSON list keep the comma after each object: every row was 'Extra data (column 27)'."""
     path = tmp_path / "d.jsonl"
