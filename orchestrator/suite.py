@@ -19,7 +19,7 @@ from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import JudgeParams, Queue, Suite
 from ragscore_workers.target.jsonpath import parse_path
 
-from .datasets.loaders import files_named_like, trailing_comma
+from .datasets.loaders import files_named_like, json_slip
 from .suite_lines import NO_LINES, SuiteLines
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _read(path: Path) -> tuple[Any, SuiteLines]:
         data = json.loads(text) if path.suffix.lower() == ".json" else _yaml(text, path)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-                          f"{f' ({said})' if (said := trailing_comma(exc)) else ''}") from exc  # fmt: skip
+                          f"{f' ({said})' if (said := json_slip(exc)) else ''}") from exc  # fmt: skip
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: cannot parse the suite: {exc}") from exc
     return data, SuiteLines.of(path, text, data)

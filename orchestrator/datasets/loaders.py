@@ -218,17 +218,29 @@ def _jsonl_hint(text: str, exc: json.JSONDecodeError, first: bool, last: bool, p
         return f"; its first line reads as a CSV header row ({shown}): read it with {csv_format}{where}"
     if stripped.endswith(",") and exc.msg == "Extra data" and _json_object(stripped[:-1]):
         return "; a comma after the object: JSONL rows are one object per line, with nothing between them"
-    if said := _control_character(exc) or trailing_comma(exc):
+    if said := _control_character(exc) or json_slip(exc):
         return f"; {said}"
     if last and _ran_out(exc):
         return f"; the file ends inside this row, without its newline: {CUT_SHORT}"
     return ""
 
 
-def trailing_comma(exc: json.JSONDecodeError) -> str:
-    """The hint for the usual slip, a comma before ``]`` or ``}`` (which JSON refuses); else nothing."""
-    if exc.doc[exc.pos : exc.pos + 1] in ("]", "}") and exc.doc[: exc.pos].rstrip().endswith(","):
+#: A key as Python or JavaScript write it, which JSON refuses: in single quotes, or bare (``answer: 1``).
+_SINGLE_QUOTED_KEY = re.compile(r"'[^'\n]*'\s*:")
+_BARE_KEY = re.compile(r"[^\W\d][\w-]*\s*:")
+
+
+def json_slip(exc: json.JSONDecodeError) -> str:
+    """The hint for the usual slips JSON refuses, where ``exc`` is at one: a comma before ``]`` or ``}``, or a key
+    not in double quotes (``'answer': 1``, ``answer: 1``, as Python and JavaScript write them); else nothing."""
+    at = exc.doc[exc.pos :]
+    if at[:1] in ("]", "}") and exc.doc[: exc.pos].rstrip().endswith(","):
         return "a comma before a closing bracket: JSON takes no comma before ] or }"
+    if exc.msg.startswith("Expecting property name") and (key := _SINGLE_QUOTED_KEY.match(at)):
+        return f"the key {key.group().rstrip(': ')} is in single quotes: JSON quotes a key in double quotes"
+    if exc.msg.startswith("Expecting property name") and (key := _BARE_KEY.match(at)):
+        name = key.group().rstrip(": ")
+        return f"the key {name} is not quoted: JSON writes a key in double quotes ({json.dumps(name)}: ...)"
     return ""
 
 

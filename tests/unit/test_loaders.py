@@ -106,6 +106,20 @@ def test_a_jsonl_row_with_a_comma_before_its_closing_brace_says_so(tmp_path: Pat
     ]
 
 
+def test_a_jsonl_row_with_a_key_not_in_double_quotes_says_so(tmp_path: Path) -> None:
+    """A row `{"id": "bad", answer: 1}` (a key as JavaScript writes it, or Python's 'answer') said only "Expecting
+    property name enclosed in double quotes", with no word that the key is what lacks its quotes."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"id": "a", "answer": "x"}\n{"id": "bad", answer: 1}\n{\'id\': "b"}\n')
+    ok, bad = _rows(path)
+    assert [r.id for r in ok] == ["a"]
+    expecting = "invalid JSON: Expecting property name enclosed in double quotes"
+    assert [(e.line, e.error) for e in bad] == [
+        (2, f'{expecting} (column 15); the key answer is not quoted: JSON writes a key in double quotes ("answer": ...)'),
+        (3, f"{expecting} (column 2); the key 'id' is in single quotes: JSON quotes a key in double quotes"),
+    ]
+
+
 def test_jsonl_rows_copied_out_of_a_json_list_with_their_commas_say_so(tmp_path: Path) -> None:
     """Rows pasted out of a JSON list keep the comma after each object: every row was 'Extra data (column 27)'."""
     path = tmp_path / "d.jsonl"
