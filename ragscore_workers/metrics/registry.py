@@ -207,6 +207,8 @@ class MetricDef:
         if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
             return self._unknown_param(str(error["loc"][0]))
         where = place(error["loc"], params) or "params"
+        if (wanted := _NOT_A.get(error["type"])) is not None and _scalar(error["input"]):
+            return f"{where}: {_shown(error['input'])} is not {wanted}"
         message = error["msg"].removeprefix("Value error, ")  # pydantic's word for a validator's ValueError
         # a message that says its place itself, more closely (``points item 1 (a): type: ...``), is not placed again
         return message if message.startswith(f"{where} ") else f"{where}: {message}"
@@ -227,6 +229,33 @@ class MetricDef:
             return self.outputs_fn(params)
         except Exception as exc:
             raise self._bad_params(f"its outputs cannot be named for them ({type(exc).__name__}: {exc})") from None
+
+
+#: pydantic's error types of a param given a value of another kind -> what was wanted, said with the value given
+#: (``threshold: 'high' is not a number``, not "Input should be a valid number", which shows nothing of it).
+_NOT_A = {
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+}
+#: How many characters of a refused value :func:`_shown` shows.
+SHOWN_CHARS = 40
+
+
+def _scalar(value: object) -> bool:
+    """Whether a refused value is one :func:`_shown` shows: a string or a number (a boolean is said by pydantic's own
+    message, or by :func:`booleans_read_as_numbers`, as YAML writes it: ``true``)."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _shown(value: str | int | float) -> str:
+    """A refused param's value as Python writes it, a long string cut short (``'a long…'``)."""
+    said = repr(value)
+    return said if len(said) <= SHOWN_CHARS else f"{said[: SHOWN_CHARS - 1]}…"
 
 
 def _unknown_params(model: type[BaseModel], params: dict[str, Any]) -> list[str]:

@@ -442,7 +442,7 @@ def test_the_dry_run_names_every_metric_problem_of_the_suite_at_once(tmp_path: P
                                "'exact_mach'. Did you mean 'exact_match'")  # fmt: skip
     assert lines[2] == (
         f"  {tmp_path / 's.json'} line 7 column 5: metrics item 2 (rubric_judge): Bad params: "
-        "max_tokens: Input should be a valid integer, unable to parse string as an integer"
+        "max_tokens: 'many' is not a whole number"
     )
 
 

@@ -824,6 +824,24 @@ def test_a_number_param_given_a_boolean_is_refused_naming_the_metric_and_param(
 
 
 @pytest.mark.parametrize(
+    ("metric", "params", "said"),
+    [
+        ("context_sufficiency", {"threshold": "high"}, "threshold: 'high' is not a number"),
+        ("recall_at_k", {"k": [1, "5x"]}, "k item 2: '5x' is not a whole number"),
+        ("recall_at_k", {"k": [2.5]}, "k item 1: 2.5 is not a whole number"),
+        ("context_sufficiency", {"threshold": "x" * 60}, f"threshold: '{'x' * 38}… is not a number"),
+    ],
+)
+def test_a_param_of_the_wrong_kind_is_refused_with_the_value_given(
+    metric: str, params: dict[str, object], said: str
+) -> None:
+    """``threshold: high`` was refused as "threshold: Input should be a valid number, unable to parse string as a
+    number", without the value given: in a suite of many metrics, which one was wrong had to be looked for."""
+    with pytest.raises(ConfigError, match=re.escape(f"Bad params for metric {metric!r}: {said}")):
+        load_suite({"metrics": [{"name": metric, "params": params}]})
+
+
+@pytest.mark.parametrize(
     ("section", "said"),
     [
         ({"judge": {"rpm": True}}, "judge.rpm: Input should be a number, not a boolean (true)"),
