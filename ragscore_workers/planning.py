@@ -149,7 +149,7 @@ class ResolvedSuite:
         fields_seen = self._with_filled(fields_seen) | self._by_design(lacking, marked)
         return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
-            "comes from): is it a column named otherwise?"
+            f"comes from): {_column_misspelling((field,), columns_seen) or 'is it a column named otherwise?'}"
             for m, _ in self.metrics for field in m.scores_without if field not in fields_seen
         ] + [
             f"{_absent(fields, fields_empty)}, which {', '.join(names)} "
@@ -338,9 +338,9 @@ def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_emp
     (:func:`code_column_note`), else the question whether a column is named otherwise (not of fields rows give
     empty: the column is there), after why that is no failure for a field a system may lack by design
     (``OPTIONAL_FIELDS``) where other metrics score."""
-    note = code_column_note(columns_seen) if "code" in fields else ""
     if typo := _column_misspelling(fields, columns_seen):
-        return typo
+        return f" ({typo})"
+    note = code_column_note(columns_seen) if "code" in fields else ""
     misnamed = "" if fields_empty.issuperset(fields) else "; or is it a column named otherwise?"
     if _optional(fields):
         why = "; ".join(OPTIONAL_FIELDS[f] for f in fields)
@@ -349,12 +349,13 @@ def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_emp
 
 
 def _column_misspelling(fields: tuple[str, ...], columns_seen: set[str]) -> str:
-    """How an absent requirement's warning ends where a column of the dataset is a field's name misspelt
-    (``refrence`` for ``reference``, ``Question`` for ``question``): that column, and the field to rename it; nothing
-    where none is."""
+    """Where a column of the dataset is an absent field's name misspelt (``refrence`` for ``reference``,
+    ``retrieved_doc_ds``), how its warning names that column and the field to rename it; nothing where none is. A
+    column named like a field but for case (``Question``) is not among ``columns_seen``: the near-miss warning names
+    it."""
     for field in fields:
         if like := close_names(field, columns_seen, cutoff=0.8):
-            return f" (the dataset's column {like[0]!r} is no row field: rename it {field!r})"
+            return f"the dataset's column {like[0]!r} is no row field: rename it {field!r}"
     return ""
 
 

@@ -264,8 +264,9 @@ class DatasetScan:
     fields_seen: set[str] = field(default_factory=set)
     #: Row fields some row gives a value, even one the metrics read as none (:func:`_given`: ``contexts: []``).
     fields_given: set[str] = field(default_factory=set)
-    #: Columns that are no row field, given text by some row (the first MAX_COLUMNS_SEEN): named in hints such
-    #: as code_test's (``completion``: give it as ``code``).
+    #: Columns that are no row field nor named like one (``near_misses``), given text or a list by some row (the first
+    #: MAX_COLUMNS_SEEN): named in hints such as code_test's (``completion``: give it as ``code``) and a misspelt
+    #: field's (``refrence``).
     columns_seen: set[str] = field(default_factory=set)
     #: An nlp-project questions file read without its predictions, so no row has an answer (its own ``answer`` is
     #: the gold one, read as ``reference``).
@@ -483,9 +484,13 @@ def _note_near_misses(row: Row, found: dict[str, str]) -> None:
 
 
 def _note_columns(row: Row, seen: set[str]) -> None:
-    """Record the row's extra columns that hold text, up to MAX_COLUMNS_SEEN."""
+    """Record the row's extra columns that hold text or a list (``retrieved_doc_ds``), up to MAX_COLUMNS_SEEN; not
+    one named like a field but for case, spaces or dashes, or another tool's name for one (:func:`_field_like`),
+    which the near-miss warning names already (:func:`_note_near_misses`)."""
     for name, value in (row.model_extra or {}).items():
-        if len(seen) < MAX_COLUMNS_SEEN and isinstance(value, str) and value.strip():
+        if len(seen) >= MAX_COLUMNS_SEEN or name in seen or _field_like(name) is not None:
+            continue
+        if (isinstance(value, str) and value.strip()) or (isinstance(value, list) and value):
             seen.add(name)
 
 

@@ -221,6 +221,26 @@ def test_a_misspelt_column_of_a_field_a_metric_needs_is_named_before_the_run(tmp
             "is no row field: rename it 'reference')") in said, said  # fmt: skip
 
 
+def test_a_misspelt_list_column_is_named_and_a_cased_one_said_once(tmp_path: Path, home: Path) -> None:
+    """A misspelt list column (`retrieved_doc_ds`) was not named: the hint knew only columns holding text, and the
+    warning ended "is it a column named otherwise?". And a `Question` column was named twice: by the warning of
+    columns named like a field but for case, and again as the misspelling of the absent `question`."""
+    rows = make_rows(3)
+    for row in rows:
+        row["retrieved_doc_ds"] = row.pop("retrieved_doc_ids")
+        row["Question"] = row.pop("question")
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = {"metrics": [*GOOD_SUITE["metrics"], "context_sufficiency"]}
+    dry = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--dry-run", home=home)
+    said = " ".join((dry.stdout + dry.stderr).split())
+    assert ("no row has 'retrieved_doc_ids', which recall_at_k scores as absent (a score, not unscorable, as in the "
+            "framework it comes from): the dataset's column 'retrieved_doc_ds' is no row field: rename it "
+            "'retrieved_doc_ids'") in said, said  # fmt: skip
+    assert "column 'Question' (did you mean 'question'?) is no row field (names are case-sensitive)" in said, said
+    assert "no row has 'question', which context_sufficiency needs" in said, said
+    assert said.count("'Question'") == 1, said
+
+
 def test_a_datasets_own_target_error_mark_that_the_targets_drop_is_said_once(tmp_path: Path, home: Path) -> None:
     """Rows of an earlier target run's answers.jsonl carry its mark of a question not answered: a suite's targets ask
     anew and drop it, which was done silently. The dry run (and the run) say it once; with --no-target the mark is
