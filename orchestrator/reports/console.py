@@ -562,6 +562,8 @@ def print_estimate(
         "tokens in: the rate limiter's high guess of the prompts (three characters a token)",
         "out: the reply caps (max_tokens)",
         "not counted: re-asks after a reply with no rating, and retries",
+        # the second of two calls alike is answered from the reply cache where the first's reply is in by then
+        "a prompt asked twice in the run (rows alike) is counted twice, though the cache may answer the second",
     ]
     if not estimate.cache_checked:
         notes.append("cached replies were not looked up (no run store reachable, --no-cache, or targets)")

@@ -420,6 +420,20 @@ def test_after_a_run_the_dry_run_finds_its_replies_cached(
     assert "cached replies were not looked up" not in result.stdout
 
 
+def test_the_dry_run_says_a_prompt_asked_twice_is_counted_twice(tmp_path: Path, home: Path) -> None:
+    """Two rows alike ask the judge the same prompt: the dry run counted both calls, and the run, whose reply cache
+    answered the second, sent one; the user read the count as a promise broken (96 calls said, 94 sent)."""
+    rows = [{"id": i, "question": "What is 2?", "answer": "2.", "reference": "2."} for i in ("a", "b")]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["answer_accuracy"]}))
+    result = _dry_run(data, tmp_path / "s.json")  # exits 2: no GROQ_API_KEY here, which the count does not need
+    said = " ".join(result.stdout.split())
+    assert "answer_accuracy 4 " in said, said  # two judges a row
+    assert (
+        "a prompt asked twice in the run (rows alike) is counted twice, though the cache may answer the second" in said
+    )
+
+
 def _dry_run(data: Path, suite: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``ragscore run DATA --suite SUITE --dry-run [ARGS]``, 250 columns wide (a warning stays on one line)."""
     return subprocess.run(
