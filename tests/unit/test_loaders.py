@@ -114,8 +114,9 @@ def test_a_jsonl_row_with_a_key_not_in_double_quotes_says_so(tmp_path: Path) -> 
     ok, bad = _rows(path)
     assert [r.id for r in ok] == ["a"]
     expecting = "invalid JSON: Expecting property name enclosed in double quotes"
+    unquoted = 'the key answer is not quoted: JSON writes a key in double quotes ("answer": ...)'
     assert [(e.line, e.error) for e in bad] == [
-        (2, f'{expecting} (column 15); the key answer is not quoted: JSON writes a key in double quotes ("answer": ...)'),
+        (2, f"{expecting} (column 15); {unquoted}"),
         (3, f"{expecting} (column 2); the key 'id' is in single quotes: JSON quotes a key in double quotes"),
     ]
 
