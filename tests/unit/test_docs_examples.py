@@ -194,6 +194,7 @@ MISTAKEN_SUITES: list[dict[str, Any]] = [
     {"metrics": ["exact_match - mrr"]},
     {"metrics": ["exact_match", "recall_at_k", "exact_match"]},
     {"metrics": [(base := {"name": "recall_at_k"}), "exact_match", base]},  # the same dict twice: YAML's *id001
+    {"metrics": [{"name": "context_sufficiency", "params": {"threshold": "high"}}]},
 ]
 
 
