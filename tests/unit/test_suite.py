@@ -602,7 +602,7 @@ def test_a_typo_in_a_plugins_params_is_refused_though_its_model_is_a_plain_base_
         ConfigError, match="'plain_short_answer': max_word: Extra inputs are not permitted \\(did you mean 'max_words'"
     ):
         load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4}}]})
-    with pytest.raises(ConfigError, match="max_word: Extra inputs .*; max_words: Input should be"):
+    with pytest.raises(ConfigError, match="max_word: Extra inputs .*; max_words: 'x' is not a whole number"):
         load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_word": 4, "max_words": "x"}}]})
     (resolved,) = load_suite({"metrics": [{"name": "plain_short_answer", "params": {"max_words": 4}}]}).metrics
     assert resolved[1].max_words == 4  # type: ignore[attr-defined]
