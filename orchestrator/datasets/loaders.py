@@ -646,6 +646,14 @@ def column_names(path: Path, written: list[str], where: str = "") -> list[str]:
     return names
 
 
+def _first_text_line(fh: io.TextIOWrapper) -> str:
+    """The first line of ``fh`` with text: blank lines above a CSV header (an export's leading newline) skipped."""
+    first = fh.readline()
+    while first and not first.strip():
+        first = fh.readline()
+    return first
+
+
 def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | RowError]]:
     """CSV rows (a ``.tsv`` file's separated by tabs if its header line has one, another's as its header line
     says). A cell may be as long as a JSONL line (the csv module's own limit is 128 KiB). A quote that is never closed
@@ -655,39 +663,54 @@ def _iter_csv(path: Path, caller: Caller = CLI) -> Iterator[tuple[int, Record | 
     csv.field_size_limit(MAX_LINE_BYTES)
     # utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name.
     with io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
-        first = fh.readline()
-        while first and not first.strip():  # blank lines above the header (an export's leading newline)
-            first = fh.readline()
+        first = _first_text_line(fh)
         if _json_object(first):  # every "row" would be JSON fragments under JSON fragments' names
             named = "" if _suffix(path) in (".jsonl", ".ndjson") else " (or name it .jsonl)"
             raise DatasetError(f"{path}: its first line is a JSON object: JSONL, not CSV? read it with "
                                f"{caller.given('format', 'jsonl')}{named}")  # fmt: skip
-        delimiter = "\t" if _suffix(path) == ".tsv" and "\t" in first else _delimiter(first)
-        fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
-        feed = _LineFeed(fh, delimiter)
-        reader = csv.reader(feed, delimiter=delimiter)
-        try:
-            header: list[str] | None = []
-            while header is not None and not any(name.strip() for name in header):  # no header, but a blank line
-                start = feed.start_row()
-                header = next(reader, None)
-        except csv.Error as exc:
-            raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
-        if header is None:
-            return
-        if (wrong := feed.unbalanced()) is None and _wrong_quote("".join(feed.row), delimiter, swallowed=True):
-            wrong = 1, True  # a header of one line (the csv module reads it so): a stray quote joined names into one
-        if wrong is not None:
-            raise DatasetError(f"{path}: {_header_quote(start, start + wrong[0] - 1, feed.line, wrong[1])}")
-        if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
-            error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)
-            raise DatasetError(f"{path}: the header row (line {start}), {error}")
-        if (quoted := _field_quoted_after_a_space(header, delimiter, feed.row)) is not None:
-            error = _spaced_quote_error(str(quoted[0] + 1), header[quoted[0]], delimiter, quoted[1])
-            raise DatasetError(f"{path}: the header row (line {start}), {error}")
-        if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
-            raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
-        yield from _csv_rows(feed, column_names(path, header, " in the header row"))
+        header = _csv_header(fh, first, path)
+        if header is not None:
+            yield from _csv_rows(header[0], header[2])
+
+
+def csv_header(path: Path) -> tuple[int, list[str]] | None:
+    """The line of a CSV file's header row (from 1) and its column names as read (None: the file has no rows); a header
+    that cannot be read raises DatasetError, as reading the file would."""
+    with io.TextIOWrapper(_open_bytes(path), encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
+        header = _csv_header(fh, _first_text_line(fh), path)
+    return None if header is None else (header[1], header[2])
+
+
+def _csv_header(fh: io.TextIOWrapper, first: str, path: Path) -> tuple[_LineFeed, int, list[str]] | None:
+    """The header row of the CSV file open as ``fh`` (``first``: its first line with text): the feed its rows are read
+    from next, the header's line (from 1) and its column names as read; None where there is none. Raises DatasetError
+    for a header that cannot be read."""
+    delimiter = "\t" if _suffix(path) == ".tsv" and "\t" in first else _delimiter(first)
+    fh.seek(0)  # the decoder resets too: a byte-order mark is skipped again
+    feed = _LineFeed(fh, delimiter)
+    reader = csv.reader(feed, delimiter=delimiter)
+    try:
+        header: list[str] | None = []
+        while header is not None and not any(name.strip() for name in header):  # no header, but a blank line
+            start = feed.start_row()
+            header = next(reader, None)
+    except csv.Error as exc:
+        raise DatasetError(f"{path}: the header row cannot be read (CSV: {exc})") from exc
+    if header is None:
+        return None
+    if (wrong := feed.unbalanced()) is None and _wrong_quote("".join(feed.row), delimiter, swallowed=True):
+        wrong = 1, True  # a header of one line (the csv module reads it so): a stray quote joined names into one
+    if wrong is not None:
+        raise DatasetError(f"{path}: {_header_quote(start, start + wrong[0] - 1, feed.line, wrong[1])}")
+    if (spaced := _spaced_quote(header, delimiter, feed.row)) is not None:
+        error = _spaced_quote_error(str(spaced[0] + 1), header[spaced[0]], delimiter)
+        raise DatasetError(f"{path}: the header row (line {start}), {error}")
+    if (quoted := _field_quoted_after_a_space(header, delimiter, feed.row)) is not None:
+        error = _spaced_quote_error(str(quoted[0] + 1), header[quoted[0]], delimiter, quoted[1])
+        raise DatasetError(f"{path}: the header row (line {start}), {error}")
+    if (shown := next((name for name in header if _not_utf8(name)), None)) is not None:
+        raise DatasetError(f"{path}: the header row's column {_text_of(shown)!r} is not UTF-8 ({NOT_UTF8_HINT})")
+    return feed, start, column_names(path, header, " in the header row")
 
 
 def _csv_rows(feed: _LineFeed, header: list[str], as_before: bool = False) -> Iterator[tuple[int, Record | RowError]]:

@@ -28,6 +28,7 @@ from .loaders import (
     KeyedRecord,
     RowError,
     WrittenRecord,
+    csv_header,
     detect_format,
     iter_records,
     json_shape,
@@ -246,6 +247,18 @@ def dataset_files(dataset: Path) -> list[Path]:
     return sorted(path for path in dataset.rglob("*") if path.is_file())
 
 
+#: Links out of a dataset folder its warning names (:func:`links_outside`).
+MAX_LINKS_SHOWN = 3
+
+
+def links_outside(folder: Path) -> list[tuple[Path, Path]]:
+    """The files of dataset folder ``folder`` (:func:`dataset_files`) that are links to a file outside it, each with
+    the file it leads to: read as that file (a data lake's, git-annex's or DVC's links are the data itself), and said
+    (:meth:`DatasetScan.warnings`), as what is read is not what the folder holds."""
+    root = folder.resolve()
+    return [(path, target) for path in dataset_files(folder) if not (target := path.resolve()).is_relative_to(root)]
+
+
 @dataclass
 class DatasetScan:
     """What the pre-submit pass learned: counts, and per-field presence for planning."""
@@ -259,6 +272,9 @@ class DatasetScan:
     first_failures: list[RowError] = field(default_factory=list)
     #: Columns that are no row field but look like one (``Answer``, ``gold answer``): name -> the field.
     near_misses: dict[str, str] = field(default_factory=dict)
+    #: Where each of ``near_misses`` is in a dataset file, where that is known: ``header of d.csv, line 1, column 2``,
+    #: ``first in d.jsonl line 7`` (the first row that has it), ``first in d.json row 3 of the JSON list``.
+    near_miss_at: dict[str, str] = field(default_factory=dict)
     #: Row fields some row gives a value (a null is none, as when absent; contexts without text too, :func:`_seen`;
     #: ``id`` always): only ``id`` means no metric will find anything to score.
     fields_seen: set[str] = field(default_factory=set)
@@ -276,6 +292,8 @@ class DatasetScan:
     #: Rows with their own top-level :data:`TARGET_ERROR` (an earlier target run's answers.jsonl), which a suite's
     #: targets drop: they answer the question anew.
     target_marks: int = 0
+    #: A dataset folder's files that are links to files outside it, and where they lead (:func:`links_outside`).
+    links_out: list[tuple[Path, Path]] = field(default_factory=list)
     #: Rows marked :data:`NO_RETRIEVAL` (an LLM-alone target run's answers.jsonl): their system retrieves nothing.
     alone_rows: int = 0
     #: The rows of each system (the first MAX_BREAKDOWN_VALUES, as the summary's breakdown keeps them; later ones are
@@ -304,6 +322,20 @@ class DatasetScan:
         alone's), which no column named otherwise explains."""
         return self.fields_given - self.fields_seen
 
+    def _links_said(self) -> str:
+        """The warning of :attr:`links_out`: which links lead where, and that they are read all the same."""
+        n = len(self.links_out)
+        links = listed([f"{str(link)!r} -> {str(target)!r}" for link, target in self.links_out], MAX_LINKS_SHOWN,
+                       more="link")  # fmt: skip
+        return (f"{counted(n, 'file')} of dataset folder {self.named.name} {agree(n, 'is a link', 'are links')} to "
+                f"a file outside it, read all the same: {links}; check {agree(n, 'it leads', 'they lead')} to the data "
+                "you mean (a copy in the folder is read as it is)")  # fmt: skip
+
+    def _near_miss_at(self, column: str) -> str:
+        """``header of d.csv, line 1, column 2; `` where near-miss ``column`` is known to be, else ``""``."""
+        where = self.near_miss_at.get(column)
+        return f"{where}; " if where else ""
+
     def failures_said(self) -> list[str]:
         """The first unreadable rows, each as ``line 3: why`` (``row 3 of the JSON list: why``, :meth:`Named.at`)."""
         return [f"{self.named.at(e)}: {e.error}" for e in self.first_failures]
@@ -331,8 +363,11 @@ class DatasetScan:
             named = ", ".join(f"{col!r} ({kind})" for col, kind in self.media_columns.items())
             out.append(f"{noun(n, 'column')} {named} {agree(n, 'holds', 'hold')} files (a datasets media feature: "
                        f"bytes and a path) that no metric reads: {agree(n, 'it is', 'they are')} not read")  # fmt: skip
+        if self.links_out:
+            out.append(self._links_said())
         if self.near_misses:
-            named = ", ".join(f"{col!r} ({did_you_mean([fld])})" for col, fld in self.near_misses.items())
+            named = ", ".join(f"{col!r} ({self._near_miss_at(col)}{did_you_mean([fld])})"
+                              for col, fld in self.near_misses.items())  # fmt: skip
             cased = any(_normal(col) not in FOREIGN_NAMES for col in self.near_misses)
             n = len(self.near_misses)
             out.append(f"{noun(n, 'column')} {named} {agree(n, 'is', 'are')} no row field"
@@ -363,6 +398,11 @@ class Named:
         if self.as_rows or self.in_json or (shape := json_shape(path)) is None:
             return self
         return replace(self, in_json=shape if (fmt or detect_format(path, options, caller)) == "json" else None)
+
+    def place(self, line: int) -> str:
+        """``line 3`` of a file, ``row 3 of the JSON list`` (or object): where the row read at ``line`` (a JSON file's
+        place in it) is."""
+        return f"row {line} of the JSON {self.in_json}" if self.in_json else f"line {line}"
 
     def at(self, err: RowError) -> str:
         """``line 3``, ``row 2`` of the rows given, ``row 3 of the JSON list`` or ``row "q3" of the JSON object``."""
@@ -471,16 +511,31 @@ def _filled(row: Row, name: str) -> bool:
     return _given(row, name) and getattr(row, name) != []
 
 
-def _note_near_misses(row: Row, found: dict[str, str]) -> None:
+def _note_near_misses(row: Row, found: dict[str, str]) -> list[str]:
     """Record extra columns whose name is a row field's but for case, spaces or dashes (read as data of no
     metric otherwise: ``Answer`` leaves every answer empty), or another tool's column for one (FOREIGN_NAMES); one
     that is only another name (OTHER_NAMES) when the row lacks the field or leaves it empty (:func:`_filled`; a
-    ``query`` beside the ``question`` is the user's own data)."""
+    ``query`` beside the ``question`` is the user's own data). Returns the columns newly recorded."""
+    new = []
     for name in row.model_extra or {}:
         if name in found or len(found) >= MAX_NEAR_MISSES or (target := _field_like(name)) is None:
             continue
         if _normal(name) not in OTHER_NAMES or not _filled(row, target):
             found[name] = target
+            new.append(name)
+    return new
+
+
+def _csv_near_misses_at(path: Path, scan: DatasetScan) -> None:
+    """Say the near misses of CSV file ``path`` where its header row names them (``line 1, column 2``), in place of
+    the first row that has them."""
+    header = csv_header(path)
+    if header is None:
+        return
+    line, names = header
+    for column in scan.near_misses:
+        if column in names:
+            scan.near_miss_at[column] = f"header of {scan.named.name}, line {line}, column {names.index(column) + 1}"
 
 
 def _note_columns(row: Row, seen: set[str]) -> None:
@@ -554,7 +609,7 @@ def scan_dataset(
     named = (named or Named.of(path)).of_file(path, fmt, options, caller)
     scan = DatasetScan(named=named)
     hashes = array("q")  # 8 bytes per row: the only state that grows with the dataset
-    for _, row in iter_rows(path, fmt, options, caller=caller):
+    for line, row in iter_rows(path, fmt, options, caller=caller):
         if isinstance(row, RowError):
             scan.failed += 1
             if len(scan.first_failures) < SHOWN_FAILURES:
@@ -570,7 +625,9 @@ def scan_dataset(
         if row.model_extra:
             scan.target_marks += TARGET_ERROR in row.model_extra
             scan.alone_rows += row.answered_alone
-            _note_near_misses(row, scan.near_misses)
+            for column in _note_near_misses(row, scan.near_misses):
+                if path.is_file() and not named.as_rows:  # a folder's lines are each file's; rows given: no file
+                    scan.near_miss_at[column] = f"first in {named.name} {named.place(line)}"
             _note_columns(row, scan.columns_seen)
         if on_row is not None:
             on_row(row)
@@ -589,7 +646,16 @@ def scan_dataset(
         raise DatasetError(
             f"{named.name}: {counted(scan.duplicate_count, 'duplicate id')}: {shown}. {unique}; nothing was submitted."
         )
+    if (
+        scan.near_misses
+        and path.is_file()
+        and not named.as_rows
+        and (fmt or detect_format(path, options, caller)) == "csv"
+    ):
+        _csv_near_misses_at(path, scan)
     scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options, caller)
+    if path.is_dir():
+        scan.links_out = links_outside(path)
     if fmt in (None, "hf-disk") and path.is_dir():
         from .hf_disk import media_columns
 

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from orchestrator.datasets import RowError, iter_rows, scan_dataset
 from orchestrator.datasets.loaders import NOT_UTF8_HINT, _csv_rows, _LineFeed, _suffix, _wrong_quote
 from ragscore_workers.errors import DatasetError
 from ragscore_workers.schemas import Row, split_key
+
+from ..support import ROOT
 
 
 def _rows(path: Path, fmt: str | None = None) -> tuple[list[Row], list[RowError]]:
@@ -663,13 +666,33 @@ def test_scan_counts_rows_and_failures(tmp_path: Path) -> None:
 
 def test_columns_named_like_a_row_field_but_for_case_or_spaces_are_found(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
-    path.write_text("ID,Question,answer,Gold Answer,notes\n1,What?,x,x,free text\n", encoding="utf-8")
+    path.write_text("\nID,Question,answer,Gold Answer,notes\n1,What?,x,x,free text\n", encoding="utf-8")
     scan = scan_dataset(path, None, lambda e: None)
     assert scan.near_misses == {"ID": "id", "Question": "question", "Gold Answer": "reference"}
+    header = f"header of {path}, line 2"  # said where: the header row, below the blank line an export left
     assert scan.warnings() == [
-        "columns 'ID' (did you mean 'id'?), 'Question' (did you mean 'question'?), 'Gold Answer' (did you mean "
-        "'reference'?) are no row field (names are case-sensitive); metrics ignore them"
+        f"columns 'ID' ({header}, column 1; did you mean 'id'?), 'Question' ({header}, column 2; did you mean "
+        f"'question'?), 'Gold Answer' ({header}, column 4; did you mean 'reference'?) are no row field (names are "
+        "case-sensitive); metrics ignore them"
     ]
+
+
+def test_a_near_miss_column_of_a_jsonl_or_json_file_is_said_at_the_first_row_that_has_it(tmp_path: Path) -> None:
+    """'Question' was warned of with no place in the file: a JSONL file's first row that has it is named by line, a
+    JSON list's by its place in the list."""
+    rows = [{"id": "1", "question": "Who?"}, {"id": "2", "question": "What?"}, {"id": "3", "Question": "Why?"}]
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) + json.dumps({"id": "4", "Question": "x"}) + "\n")
+    assert scan_dataset(path, None, lambda e: None).warnings() == [
+        f"column 'Question' (first in {path} line 3; did you mean 'question'?) is no row field (names are "
+        "case-sensitive); metrics ignore it"
+    ]
+    listed = tmp_path / "d.json"
+    listed.write_text(json.dumps(rows))
+    assert (
+        f"(first in {listed} row 3 of the JSON list; did you mean 'question'?)"
+        in scan_dataset(listed, None, lambda e: None).warnings()[0]
+    )
 
 
 def test_query_and_context_columns_are_named_with_the_field_they_hold(tmp_path: Path) -> None:
@@ -1334,3 +1357,26 @@ def test_a_fingerprint_of_loaders_version_1_run_from_a_checkout_is_named_as_thei
     assert same_bytes_reader(from_a_checkout, data, "jsonl", None) == 1
     write_jsonl(data, [{"id": "a", "question": "q", "answer": "y"}])
     assert same_bytes_reader(from_a_checkout, data, "jsonl", None) is None
+
+
+def test_a_dataset_folders_file_that_links_outside_the_folder_is_read_and_said(tmp_path: Path) -> None:
+    """A file of a dataset folder that is a link to a file outside it was followed without a word: it is read (a data
+    lake's, git-annex's links are the data) and the warning names the link and where it leads; a link within the
+    folder, and a folder without links, are not said."""
+    folder = tmp_path / "points"
+    shutil.copytree(ROOT / "examples" / "eval-points", folder)
+    plain = scan_dataset(folder, None, lambda e: None)
+    assert plain.rows > 0 and not [w for w in plain.warnings() if "link" in w]
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    (folder / "points.json").rename(lake / "points.json")
+    (folder / "points.json").symlink_to(lake / "points.json")
+    (folder / "notes").mkdir()
+    (folder / "notes" / "same.md").symlink_to(folder / "suite.yaml")  # within the folder: not said
+    scan = scan_dataset(folder, None, lambda e: None)
+    assert scan.rows == plain.rows, scan  # read all the same
+    assert [w for w in scan.warnings() if "link" in w] == [
+        f"1 file of dataset folder {folder} is a link to a file outside it, read all the same: "
+        f"'{folder / 'points.json'}' -> '{lake / 'points.json'}'; check it leads to the data you mean (a copy in "
+        "the folder is read as it is)"
+    ]
