@@ -236,7 +236,8 @@ def test_a_misspelt_list_column_is_named_and_a_cased_one_said_once(tmp_path: Pat
     assert ("no row has 'retrieved_doc_ids', which recall_at_k scores as absent (a score, not unscorable, as in the "
             "framework it comes from): the dataset's column 'retrieved_doc_ds' is no row field: rename it "
             "'retrieved_doc_ids'") in said, said  # fmt: skip
-    assert "column 'Question' (did you mean 'question'?) is no row field (names are case-sensitive)" in said, said
+    assert (f"column 'Question' (first in {data} line 1; did you mean 'question'?) is no row field (names are "
+            "case-sensitive)") in said, said  # fmt: skip
     assert "no row has 'question', which context_sufficiency needs" in said, said
     assert said.count("'Question'") == 1, said
 
@@ -1314,7 +1315,7 @@ def test_a_runs_column_warnings_come_before_its_rows_are_sent_and_its_last_line_
                       str(tmp_path / "o"), home=home, env={"COLUMNS": "250"})  # fmt: skip
     assert result.returncode == 1, result.stderr  # exact_match scored no item (no row has 'answer'): a run error
     lines = result.stderr.splitlines()
-    warned = next(i for i, line in enumerate(lines) if "column 'Answer' (did you mean 'answer'?)" in line)
+    warned = next(i for i, line in enumerate(lines) if "column 'Answer' (header of" in line)
     sending = next(i for i, line in enumerate(lines) if "11 rows to score (0 unreadable); sending them" in line)
     assert warned < sending, result.stderr
     assert sum("11/11 item×metric outputs (100.0%)" in line for line in lines) == 1, result.stderr

@@ -466,7 +466,9 @@ def test_the_dry_run_warns_of_columns_that_look_like_row_fields_as_a_run_does(tm
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["exact_match"]}))
     result = _dry_run(data, tmp_path / "s.json")
     assert result.returncode == 1, result.stderr  # no row has 'answer': exact_match would score no item
-    assert "Warning: column 'Answer' (did you mean 'answer'?) is no row field" in result.stdout
+    assert f"Warning: column 'Answer' (header of {data}, line 1, column 2; did you mean 'answer'?) is no row field" in (
+        result.stdout
+    )
 
 
 def test_rows_of_empty_or_blank_contexts_are_rows_without_contexts_for_the_dry_run(tmp_path: Path) -> None:
