@@ -17,7 +17,7 @@ from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
 from ragscore_workers.schemas import JudgeParams, Queue, Suite
-from ragscore_workers.target.jsonpath import parse_path
+from ragscore_workers.target.jsonpath import check_path
 
 from .datasets.loaders import files_named_like, json_slip
 from .suite_lines import NO_LINES, SuiteLines
@@ -358,8 +358,8 @@ def _check_cost_budgets(resolved: ResolvedSuite) -> None:
 
 
 def _target_problems(suite: Suite) -> list[Problem]:
-    """A problem for every response path of every target that does not parse (a typo fails before anything is sent),
-    at its key."""
+    """A problem for every response path of every target that does not parse or that no reply can fill its field
+    through (:func:`check_path`: a typo fails before anything is sent), at its key."""
     problems: list[Problem] = []
     places: list[tuple[Any, ...]] = (
         [("target",)] if suite.target is not None else [("targets", i) for i in range(len(suite.targets))]
@@ -368,7 +368,7 @@ def _target_problems(suite: Suite) -> list[Problem]:
         for field, path in target.response.model_dump().items():
             if path is not None:
                 try:
-                    parse_path(path)
+                    check_path(path, lists=field != "answer")  # the answer is one text; the other fields lists
                 except ValueError as exc:
                     named = f"target {target.system}" if target.system else "target"
                     said = f"Invalid suite: {named} response.{field}: {exc}"

@@ -107,6 +107,41 @@ def test_a_targets_response_path_that_does_not_parse_names_its_keys_line(
     assert _said_of(tmp_path / "t.yaml", f"metrics: [exact_match]\n{section}").startswith(said)
 
 
+@pytest.mark.parametrize(
+    ("response", "said"),
+    [
+        ("{answer: 'choices[*].text'}", "line 4 column 14: target response.answer: 'choices[*].text' maps over a "
+         "list ([*]), so it always gives a list, never the one value this field holds: name one element "
+         "('choices[0].text')"),
+        ("\n    answer: a\n    contexts: 'hits[*].sents[*]'", "line 6 column 5: target response.contexts: "
+         "'hits[*].sents[*]' maps over lists twice ([*] 2 times), so it gives a list of lists"),
+        ("{answer: $.data.answer}", "line 4 column 14: target response.answer: '$.data.answer' begins with JSONPath's "
+         "root '$', which these paths leave out (they start at the reply): write 'data.answer'"),
+        ("{answer: 'data. answer'}", "line 4 column 14: target response.answer: 'data. answer' has the key ' answer', "
+         "blank or spaced at an end, which no reply's key is: write 'data.answer'"),
+        ("{answer: ' '}", "line 4 column 14: target response.answer: ' ' has the key ' ', blank or spaced at an end"),
+    ],
+)  # fmt: skip
+def test_a_targets_response_path_no_reply_can_fill_its_field_through_is_refused_at_its_key(
+    tmp_path: Path, response: str, said: str
+) -> None:
+    """A response path that parsed was taken though no reply could fill its field through it (a ``[*]`` of the answer,
+    one text; two ``[*]`` of a list field; JSONPath's ``$``; a blank key), so every question of the run failed or its
+    field read as unfilled: it is refused at its key, with the path to write."""
+    text = f"metrics: [exact_match]\ntarget:\n  url: https://rag.example\n  response: {response}\n"
+    assert _said_of(tmp_path / "t.yaml", text).startswith(f"Invalid suite: t.yaml {said}")
+
+
+@pytest.mark.parametrize(
+    "response", ["{answer: 'hits[0].text', contexts: 'hits[*].sents[0]'}", "{answer: '[-1]', contexts: '[*]'}"]
+)
+def test_a_targets_response_paths_that_can_fill_their_fields_are_kept(tmp_path: Path, response: str) -> None:
+    """An index of the answer's path, or one ``[*]`` of a list field's, is a path a reply can fill its field through."""
+    path = tmp_path / "t.yaml"
+    path.write_text(f"metrics: [exact_match]\ntarget:\n  url: https://rag.example\n  response: {response}\n")
+    assert load_suite(path).suite.target is not None
+
+
 def test_a_metric_listed_twice_or_missing_a_derived_input_names_the_offending_entrys_line_and_the_firsts(
     tmp_path: Path,
 ) -> None:
