@@ -18,11 +18,13 @@ Loc = tuple[Any, ...]
 
 
 class _Mark(NamedTuple):
-    """Where a key or item is written; for an alias (``- *base``), also where the anchor it repeats is (its loc)."""
+    """Where a key or item is written; for an alias (``- *base``), also where the anchor it repeats is (its loc), and
+    for a key a merge key brings in (``<<: *base``), the mapping merged (``anchor``) and the key there (``within``)."""
 
     line: int
     column: int
     anchor: Loc | None = None
+    within: Loc = ()
 
 
 class SuiteLines:
@@ -51,7 +53,8 @@ class SuiteLines:
 
     def at(self, loc: Loc, first: Loc = ()) -> str:
         """``t.yaml line 3 column 5``: where the key or item at ``loc`` (or the nearest one holding it) is written,
-        and the anchor it repeats (``t.yaml line 12 column 5, from the anchor at line 3 column 5``); where ``first``
+        and the anchor it repeats (``t.yaml line 12 column 5, from the anchor at line 3 column 5``, with the line of
+        a key inside it: ``line 12 column 5, at line 4 column 7, from ...``); where ``first``
         (an earlier entry the one at ``loc`` repeats) is too (``..., the first at line 3 column 5``); "" where the
         suite has no lines."""
         said = self._line(loc)
@@ -60,14 +63,32 @@ class SuiteLines:
         return f"{self._path} {said}" if said else ""
 
     def _line(self, loc: Loc) -> str:
-        """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it), with its anchor's; "" for none."""
+        """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it); in an alias or a merged key, with
+        the line of the key at ``loc`` inside the anchor and the anchor's (``line 9 column 5, at line 5 column 7,
+        from the anchor at line 2 column 5``); "" for none."""
+        if (found := self._nearest(loc)) is None:
+            return ""
+        end, mark = found
+        said = f"line {mark.line} column {mark.column}"
+        if mark.anchor is not None:
+            if inside := self._inside(mark.anchor, (*mark.within, *loc[end:])):
+                said += f", at {inside}"
+            if anchor := self._line(mark.anchor):
+                said += f", from the anchor at {anchor}"
+        return said
+
+    def _nearest(self, loc: Loc) -> tuple[int, _Mark] | None:
+        """The mark of ``loc`` or of the nearest key or item holding it, and the length of that one's loc."""
         for end in range(len(loc), 0, -1):
             if (mark := self._marks.get(tuple(loc[:end]))) is not None:
-                said = f"line {mark.line} column {mark.column}"
-                if mark.anchor is not None and (anchor := self._line(mark.anchor)):
-                    said += f", from the anchor at {anchor}"
-                return said
-        return ""
+                return end, mark
+        return None
+
+    def _inside(self, anchor: Loc, rest: Loc) -> str:
+        """The line of the key or item at ``rest`` inside the anchor at ``anchor`` (or the nearest one holding it
+        there), where one is written inside it; "" for the anchor itself."""
+        found = self._nearest((*anchor, *rest))
+        return self._line((*anchor, *rest)) if found is not None and found[0] > len(anchor) else ""
 
     def said(self, where: str, loc: Loc, first: Loc = ()) -> str:
         """``where`` (``judge.rmp``) after the line of ``loc`` (:meth:`at`): ``t.yaml line 5 column 9: judge.rmp``;
@@ -104,6 +125,9 @@ class _Loader(yaml.SafeLoader):
         super().__init__(stream)
         #: The mark of each list item written as an alias, by the list node's id and the item's index.
         self.alias_marks: dict[tuple[int, int], yaml.Mark] = {}
+        #: The keys or items of each node gone through (:func:`_entries`), by its id: a mapping merged in many places
+        #: (``<<: [*a, *b]``, each merging others) is read once, and one merging itself (``&a {<<: *a}``) ends.
+        self.entries: dict[int, list[_Entry]] = {}
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if isinstance(index, int) and self.check_event(yaml.AliasEvent):
@@ -113,30 +137,75 @@ class _Loader(yaml.SafeLoader):
 
 def _marks(loader: _Loader, node: yaml.Node, loc: Loc, seen: dict[int, Loc]) -> Iterator[tuple[Loc, _Mark]]:
     """``(loc, mark)`` of every key and list item under ``node``, counted from 1. A node an alias repeats (``*base``)
-    is gone through once, where its anchor is: the alias's mark names the anchor's place, which its keys' problems
-    elsewhere are said at (and a few nested aliases cannot make millions); a merge key's (``<<: *base``) keys are the
-    mapping's own there."""
+    is gone through once, where its anchor is: the alias's mark names the anchor's place, in which the lines of its
+    keys are looked up (and a few nested aliases cannot make millions). A key a merge key brings in (``<<: *base``)
+    is marked at the ``<<``, naming the mapping merged, where its line is looked up; one of a mapping written in
+    place (``<<: {k: 1}``) is the mapping's own."""
     seen[id(node)] = loc
-    for key, mark, child in _entries(loader, node):
-        if (anchor := seen.get(id(child))) is not None:
-            yield (*loc, key), mark._replace(anchor=anchor)
+    for entry in _entries(loader, node):
+        if entry.merged is not None and (base := seen.get(id(entry.merged.value))) is not None:
+            yield (*loc, entry.key), entry.merged.mark._replace(anchor=base, within=(entry.key,))
+        elif (anchor := seen.get(id(entry.value))) is not None:
+            yield (*loc, entry.key), entry.mark._replace(anchor=anchor)
         else:
-            yield (*loc, key), mark
-            yield from _marks(loader, child, (*loc, key), seen)
+            yield (*loc, entry.key), entry.mark
+            yield from _marks(loader, entry.value, (*loc, entry.key), seen)
 
 
-def _entries(loader: _Loader, node: yaml.Node) -> Iterator[tuple[str | int, _Mark, yaml.Node]]:
-    """Each key (a string or a number) or item of ``node``: its key or index, where it is written, and its value."""
+class _Merged(NamedTuple):
+    """The mapping a merge key brings a key in from, and where its ``<<`` is written."""
+
+    value: yaml.Node
+    mark: _Mark
+
+
+class _Entry(NamedTuple):
+    """A key (a string or a number) or item of a node: its key or index, where it is written, its value, and for a
+    key a merge key brings in, the mapping it comes from."""
+
+    key: str | int
+    mark: _Mark
+    value: yaml.Node
+    merged: _Merged | None = None
+
+
+def _entries(loader: _Loader, node: yaml.Node) -> list[_Entry]:
+    """Each key or item of ``node``; for a mapping, its own keys, then those its merge keys bring in that it does not
+    write (an earlier mapping merged wins, as YAML reads them). Read once per node (:attr:`_Loader.entries`)."""
+    if (known := loader.entries.get(id(node))) is not None:
+        return known
+    entries = loader.entries[id(node)] = []  # empty while being read: a mapping merging itself brings in nothing
     if isinstance(node, yaml.MappingNode):
-        for key_node, value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = loader.construct_object(key_node, deep=True)
-            if isinstance(key, (str, int)):
-                yield key, _mark(key_node.start_mark), value
+        entries += _own_keys(loader, node)
+        given = {entry.key for entry in entries}
+        for key_node, merged in _merged(node):
+            brought = [entry for entry in _entries(loader, merged) if entry.key not in given]
+            given.update(entry.key for entry in brought)
+            entries += [entry._replace(merged=_Merged(merged, _mark(key_node.start_mark))) for entry in brought]
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            yield index, _mark(loader.alias_marks.get((id(node), index), item.start_mark)), item
+            entries.append(_Entry(index, _mark(loader.alias_marks.get((id(node), index), item.start_mark)), item))
+    return entries
+
+
+def _own_keys(loader: _Loader, node: yaml.MappingNode) -> list[_Entry]:
+    """The keys (strings or numbers) ``node`` writes itself, not its merge keys."""
+    keys = [(key_node, loader.construct_object(key_node, deep=True), value) for key_node, value in node.value
+            if key_node.tag != _MERGE]  # fmt: skip
+    return [_Entry(key, _mark(at.start_mark), value) for at, key, value in keys if isinstance(key, (str, int))]
+
+
+#: The tag of a merge key (``<<``).
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _merged(node: yaml.MappingNode) -> Iterator[tuple[yaml.Node, yaml.MappingNode]]:
+    """The mappings ``node``'s merge keys bring in (``<<: *base``, ``<<: [*a, *b]``), in the order YAML gives them
+    precedence, each with its ``<<`` key."""
+    for key_node, value in node.value:
+        if key_node.tag == _MERGE:
+            values = value.value if isinstance(value, yaml.SequenceNode) else [value]
+            yield from ((key_node, merged) for merged in values if isinstance(merged, yaml.MappingNode))
 
 
 def _mark(mark: yaml.Mark) -> _Mark:

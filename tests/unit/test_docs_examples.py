@@ -195,6 +195,8 @@ MISTAKEN_SUITES: list[dict[str, Any]] = [
     {"metrics": ["exact_match", "recall_at_k", "exact_match"]},
     {"metrics": [(base := {"name": "recall_at_k"}), "exact_match", base]},  # the same dict twice: YAML's *id001
     {"metrics": [{"name": "context_sufficiency", "params": {"threshold": "high"}}]},
+    # the same params twice (YAML's &id001 / *id001), which the second metric does not take
+    {"metrics": [{"name": "answer_accuracy", "params": (p := {"max_cost": 1})}, {"name": "verbatim", "params": p}]},
 ]
 
 

@@ -205,6 +205,50 @@ def test_an_item_given_as_an_alias_names_its_own_line_and_its_anchors(tmp_path: 
     )
 
 
+def test_a_problem_inside_an_aliased_item_names_its_keys_line_in_the_anchor(tmp_path: Path) -> None:
+    """A bad param of an item written as an alias (``- *judge_a``), or of params written as one (``params: *p``), was
+    said at the alias's line and the anchor's, not at the bad key's, which is written inside the anchor: its line is
+    said too."""
+    path = tmp_path / "t.yaml"
+    text = ("metrics:\n  - &judge_a\n    name: answer_accuracy\n    params:\n      bogus: 1\n  - exact_match\n"
+            "  - *judge_a\n")  # fmt: skip
+    assert _heads(_said_of(path, text), ": metrics item")[:2] == [
+        "  t.yaml line 5 column 7",  # the anchor's own key
+        "  t.yaml line 7 column 5, at line 5 column 7, from the anchor at line 2 column 5",
+    ]
+    text = ("metrics:\n  - name: answer_accuracy\n    params: &p\n      max_cost: 1\n  - name: recall_at_k\n"
+            "    params: *p\n")  # fmt: skip
+    assert _said_of(path, text).startswith(
+        "t.yaml line 6 column 5, at line 4 column 7, from the anchor at line 3 column 5: Bad params for metric "
+        "'recall_at_k': max_cost: Extra inputs are not permitted"
+    )
+
+
+def test_a_key_a_merge_key_brings_in_names_its_line_in_the_mapping_merged(tmp_path: Path) -> None:
+    """A bad key a merge key (``<<: *base``) brings in was said at the line of the item (or section) holding the merge
+    key, naming no line where it is written: its line in the mapping merged is said, with that mapping's; a key
+    written beside ``<<:`` keeps its own line."""
+    path = tmp_path / "t.yaml"
+    text = ("metrics:\n  - name: recall_at_k\n    params: &p\n      k: [1]\n  - name: answer_accuracy\n"
+            "    params:\n      <<: *p\n      max_cost: 1\n")  # fmt: skip
+    assert _said_of(path, text).startswith(
+        "t.yaml line 7 column 7, at line 4 column 7, from the anchor at line 3 column 5: Bad params for metric "
+        "'answer_accuracy': k: Extra inputs are not permitted"
+    )
+    text = ("metrics: [exact_match]\ntargets:\n  - &t\n    system: a\n    url: https://rag.example\n"
+            "    response: {answer: 'x[*]'}\n  - <<: *t\n    system: b\n")  # fmt: skip
+    assert _heads(_said_of(path, text), ": target") == [
+        "  t.yaml line 6 column 16",
+        "  t.yaml line 7 column 5, at line 6 column 16, from the anchor at line 3 column 5",
+    ]
+    text = ("metrics:\n  - &a\n    name: answer_accuracy\n  - <<: [{params: {bogus: 1}}, *a]\n"
+            "    name: groundedness\n    params:\n      max_cost: true\n")  # fmt: skip
+    assert _said_of(path, text).startswith("t.yaml line 7 column 7: Bad params for metric 'groundedness': max_cost")
+    # a mapping merging itself, or merged many times over, is read once
+    said = _said_of(path, "metrics:\n  - &a {name: exact_macth, <<: *a}\n")
+    assert said.startswith("t.yaml line 2 column 5: Unknown"), said
+
+
 def test_every_metric_problem_of_a_suite_is_said_at_once() -> None:
     """An unknown metric and another's bad param: only the first was said, so the user fixed them one run at a time.
     Several are one SuiteProblems (a ConfigError), one a line, each named by its place; a lone one is raised as it
