@@ -489,8 +489,15 @@ def stored_suite(store: RunStore, run_id: str, judge_limits: dict[str, int] | No
 def _resolved(meta: dict[str, str], judge_limits: dict[str, int] | None = None) -> ResolvedSuite:
     """The suite a run's ``meta`` holds, resolved with ``judge_limits`` (``--rpm`` ...) in place of its judge's own
     before it is validated, as ``run`` loads its suite: older code stored ``pace: even`` with ``rpm: null``, which a
-    resume's ``--rpm`` makes valid."""
-    return load_suite(json.loads(meta["suite"]), judge_limits=judge_limits)
+    resume's ``--rpm`` makes valid. One this version refuses (a response path older code took) is said as the run's:
+    the resume cannot change it."""
+    try:
+        return load_suite(json.loads(meta["suite"]), judge_limits=judge_limits)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}. This is the suite the run was submitted with, which a resume cannot change but for "
+            "its judge's budget and rate limits: run the dataset again with the suite fixed"
+        ) from None
 
 
 def resume(

@@ -736,3 +736,45 @@ def test_an_llm_alones_rows_are_scored_or_unscorable_by_design_on_every_metric_o
         names = ("citation_precision", "citation_recall", "citation_f1", "evidence_overlap", "verbatim")
         reasons = {name: item.metrics[name].details.get("reason") for name in names}
         assert reasons == {**dict.fromkeys(reasons, "no evidence_sentences"), "verbatim": "no contexts"}, reasons
+
+
+def test_a_run_stored_with_a_response_path_now_refused_stays_readable_and_its_resume_says_why(
+    home: Path, token: str, tmp_path: Path
+) -> None:
+    """Older code stored a suite whose response path no reply can fill its field through (JSONPath's ``$``), which a
+    suite is now refused for: the run's status and report read as before, and its resume is refused naming
+    the stored suite, not sending anything."""
+    from orchestrator.embedded_redis import EmbeddedRedis
+    from ragscore_workers.store import RunStore
+
+    with FakeRag(token=token) as rag:
+        out = tmp_path / "out"
+        first = _run_while_down(rag, out)
+        run_id = first.summary.run_id
+        embedded = EmbeddedRedis(home)
+        embedded.acquire()
+        try:  # the suite as the older code stored it
+            store = RunStore(embedded.client, ttl_s=3600)
+            stored = json.loads(store.meta(run_id)["suite"])
+            stored["targets"][1]["response"]["contexts"] = "$.contexts[*].text"
+            store.set_meta(run_id, suite=json.dumps(stored))
+        finally:
+            embedded.release()
+        calls = dict(rag.calls)
+        env = os.environ | {"PYTHONPATH": os.getcwd()}
+        cli = [sys.executable, "-m", "orchestrator.cli"]
+        said = {
+            command: subprocess.run([*cli, command, arg], capture_output=True, text=True, env=env)
+            for command, arg in (("status", run_id), ("report", str(out)))
+        }
+        with pytest.raises(ConfigError) as refused:
+            resume(out, quiet=True)
+        assert rag.calls == calls, "the refused resume asked nothing"
+    for command, done in said.items():
+        assert done.returncode in (0, 1), (command, done.stderr[-2000:])
+        assert "Invalid suite" not in done.stdout + done.stderr, command
+    said_of_resume = str(refused.value)
+    assert said_of_resume.startswith(
+        "Invalid suite: target down response.contexts: '$.contexts[*].text' begins with JSONPath's root '$'"
+    ), said_of_resume
+    assert "the suite the run was submitted with, which a resume cannot change" in said_of_resume, said_of_resume
