@@ -65,17 +65,23 @@ class SuiteLines:
     def _line(self, loc: Loc) -> str:
         """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it); in an alias or a merged key, with
         the line of the key at ``loc`` inside the anchor and the anchor's (``line 9 column 5, at line 5 column 7,
-        from the anchor at line 2 column 5``); "" for none."""
+        from the anchor at line 2 column 5``), and so on into an anchor that repeats another; "" for none."""
+        return ", ".join(self._hops(loc))
+
+    def _hops(self, loc: Loc) -> list[str]:
+        """The parts of :meth:`_line`, from ``loc``'s own line to the innermost anchor's."""
         if (found := self._nearest(loc)) is None:
-            return ""
+            return []
         end, mark = found
-        said = f"line {mark.line} column {mark.column}"
+        hops = [f"line {mark.line} column {mark.column}"]
         if mark.anchor is not None:
-            if inside := self._inside(mark.anchor, (*mark.within, *loc[end:])):
-                said += f", at {inside}"
-            if anchor := self._line(mark.anchor):
-                said += f", from the anchor at {anchor}"
-        return said
+            within = (*mark.anchor, *mark.within, *loc[end:])
+            inner = self._nearest(within)  # a key or item written inside the anchor, not the anchor itself
+            inside = self._hops(within) if inner is not None and inner[0] > len(mark.anchor) else []
+            hops += [f"at {inside[0]}"] if inside else []
+            hops += [f"from the anchor at {anchor}"] if (anchor := self._line(mark.anchor)) else []
+            hops += inside[1:]
+        return hops
 
     def _nearest(self, loc: Loc) -> tuple[int, _Mark] | None:
         """The mark of ``loc`` or of the nearest key or item holding it, and the length of that one's loc."""
@@ -83,12 +89,6 @@ class SuiteLines:
             if (mark := self._marks.get(tuple(loc[:end]))) is not None:
                 return end, mark
         return None
-
-    def _inside(self, anchor: Loc, rest: Loc) -> str:
-        """The line of the key or item at ``rest`` inside the anchor at ``anchor`` (or the nearest one holding it
-        there), where one is written inside it; "" for the anchor itself."""
-        found = self._nearest((*anchor, *rest))
-        return self._line((*anchor, *rest)) if found is not None and found[0] > len(anchor) else ""
 
     def said(self, where: str, loc: Loc, first: Loc = ()) -> str:
         """``where`` (``judge.rmp``) after the line of ``loc`` (:meth:`at`): ``t.yaml line 5 column 9: judge.rmp``;

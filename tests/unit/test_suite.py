@@ -244,6 +244,13 @@ def test_a_key_a_merge_key_brings_in_names_its_line_in_the_mapping_merged(tmp_pa
     text = ("metrics:\n  - &a\n    name: answer_accuracy\n  - <<: [{params: {bogus: 1}}, *a]\n"
             "    name: groundedness\n    params:\n      max_cost: true\n")  # fmt: skip
     assert _said_of(path, text).startswith("t.yaml line 7 column 7: Bad params for metric 'groundedness': max_cost")
+    # merged from a mapping that merges another: each anchor in turn, the key's own line with the innermost
+    text = ("metrics:\n  - name: answer_accuracy\n    params: &c\n      max_cost: 1\n  - name: groundedness\n"
+            "    params: &b\n      <<: *c\n  - name: verbatim\n    params:\n      <<: *b\n")  # fmt: skip
+    assert _said_of(path, text).startswith(
+        "t.yaml line 10 column 7, at line 7 column 7, from the anchor at line 6 column 5, at line 4 column 7, from the "
+        "anchor at line 3 column 5: Bad params for metric 'verbatim': max_cost: Extra inputs are not permitted"
+    )
     # a mapping merging itself, or merged many times over, is read once
     said = _said_of(path, "metrics:\n  - &a {name: exact_macth, <<: *a}\n")
     assert said.startswith("t.yaml line 2 column 5: Unknown"), said
