@@ -50,7 +50,7 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
         raise ValueError(f"{path!r} maps over a list ([*]), so it always gives a list, never the one value this "
                          f"field holds: name one element ({one!r})")  # fmt: skip
     if stars > 1:
-        raise ValueError(f"{path!r} maps over lists twice ([*] {stars} times), so it gives a list of lists, never "
+        raise ValueError(f"{path!r} maps over lists {stars} times ([*]), so it gives a list of lists, never "
                          "the list of values this field holds: keep one [*] and name one element of the others "
                          "([0])")  # fmt: skip
     return steps

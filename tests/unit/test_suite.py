@@ -114,7 +114,9 @@ def test_a_targets_response_path_that_does_not_parse_names_its_keys_line(
          "list ([*]), so it always gives a list, never the one value this field holds: name one element "
          "('choices[0].text')"),
         ("\n    answer: a\n    contexts: 'hits[*].sents[*]'", "line 6 column 5: target response.contexts: "
-         "'hits[*].sents[*]' maps over lists twice ([*] 2 times), so it gives a list of lists"),
+         "'hits[*].sents[*]' maps over lists 2 times ([*]), so it gives a list of lists"),
+        ("{answer: a, retrieved_doc_ids: 'a[*].b[*].c[*]'}", "line 4 column 25: target response.retrieved_doc_ids: "
+         "'a[*].b[*].c[*]' maps over lists 3 times ([*]), so it gives a list of lists"),
         ("{answer: $.data.answer}", "line 4 column 14: target response.answer: '$.data.answer' begins with JSONPath's "
          "root '$', which these paths leave out (they start at the reply): write 'data.answer'"),
         ("{answer: 'data. answer'}", "line 4 column 14: target response.answer: 'data. answer' has the key ' answer', "
