@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +260,27 @@ def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     elif "cost" in counters:
         counters |= {"cost": _cost(float(counters["cost"] or 0))}
     return {k: table_count(v) for k, v in counters.items()}
+
+
+#: What each column of the judge table counts (schemas.JUDGE_COUNTERS), said under it in report.md and report.html.
+JUDGE_COLUMN_NOTES = {
+    "calls": "requests sent, every attempt (retries included)",
+    "cache_hits": "replies from the response cache (nothing sent)",
+    "retries": "requests sent again after a failed attempt",
+    "rate_limited": "429 replies received",
+    "tokens_in": "prompt tokens",
+    "tokens_out": "reply tokens",
+    "cost": "in the currency of the judge metrics' prices (- when no call had a price)",
+    "parse_failures": "replies without a valid rating or JSON score",
+    "failures": "calls that failed for good (their items are errors)",
+    "usage_estimated": "replies without usage, their tokens estimated from the text",
+    "unpriced_calls": "calls of a model without a price: not in cost",
+}
+
+
+def judge_legend(columns: Iterable[str]) -> str:
+    """One line saying what each of the judge table's ``columns`` counts (those :data:`JUDGE_COLUMN_NOTES` knows)."""
+    return "; ".join(f"{c}: {JUDGE_COLUMN_NOTES[c]}" for c in columns if c in JUDGE_COLUMN_NOTES)
 
 
 def table_count(value: Any) -> Any:

@@ -21,6 +21,7 @@ from .console import (
     error_lines,
     judge_counters,
     judge_facts,
+    judge_legend,
     judge_used,
     kappa_text,
     reasons_text,
@@ -137,7 +138,8 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:
         if kappa:
             svg = plots.hbars(kappa, "Cohen's kappa", -1.0, 1.0, color=plots.ALT_COLOR, value=fmt)
             figures.append({"title": "Cohen's kappa", "svg": svg})
-    return {"used": used, "counters": counters, "agreement": rows, "plots": figures, "facts": facts}
+    legend = judge_legend(k for k, _ in counters)
+    return {"used": used, "counters": counters, "legend": legend, "agreement": rows, "plots": figures, "facts": facts}
 
 
 def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from .console import (
     error_lines,
     judge_counters,
     judge_facts,
+    judge_legend,
     judge_used,
     kappa_text,
     metric_label,
@@ -180,6 +181,8 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
         lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
     lines += ["| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
               "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
+    legend = judge_legend(counters)  # what each column counts: the names alone left calls and cost unexplained
+    lines += [legend, ""] if legend else []
     if agreement:
         lines += ["| metric | rated by both | agreement | Cohen's kappa |", "|---|---|---|---|"]
         for name, a in agreement.items():

@@ -107,6 +107,7 @@ that failed for good, and why the circuit breaker opened (if it did).</p>
 <p class="facts">{% for k, v in judge.facts %}<span>{{ k }} <b>{{ v }}</b></span>{% endfor %}</p>
 <table><tr>{% for k, v in judge.counters %}<th>{{ k }}</th>{% endfor %}</tr>
 <tr>{% for k, v in judge.counters %}<td>{{ v }}</td>{% endfor %}</tr></table>
+{% if judge.legend %}<p class="muted">{{ judge.legend }}</p>{% endif %}
 {% if judge.agreement %}
 <h3>Agreement of the two judges</h3>
 <table><tr><th class="l">metric</th><th>items rated by both</th><th>agreement</th><th>Cohen's kappa</th></tr>

@@ -399,3 +399,20 @@ def test_breakdown_tables_give_each_mean_its_95_ci_as_the_summary_does_and_n_a_u
     out = io.StringIO()  # the console's table per system too
     print_summary(summary, Console(file=out, width=300))
     assert f"{with_ci} 1.000 n/a (n=1)" in " ".join(out.getvalue().replace("│", " ").split())
+
+
+def test_report_md_and_report_html_say_under_the_judge_table_what_each_column_counts() -> None:
+    """The judge table's columns were bare field names (``rate_limited``, ``unpriced_calls``, ``cost`` with no
+    currency): a reader could not tell that ``calls`` holds the retries, that ``rate_limited`` is the 429s, nor in
+    what ``cost`` is. Both reports now say it, in one line under the table, the same in each."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    judge = {"calls": 16, "retries": 8, "rate_limited": 2, "cost": 0.0, "unpriced_calls": 16}
+    summary = RunSummary(run_id="r", items=1, scored=1, judge=judge)
+    lines = render_markdown(summary).splitlines()
+    legend = lines[lines.index("## Judge") + 6]
+    assert legend.startswith("calls: requests sent, every attempt (retries included); "), legend
+    assert "rate_limited: 429 replies" in legend and "cost: in the currency of the judge metrics' prices" in legend
+    assert "unpriced_calls: calls of a model without a price" in legend and "tokens_in" not in legend
+    assert f'<p class="muted">{unescape(legend)}</p>'.replace("'", "&#39;") in render_html(summary, ItemStats())
