@@ -35,7 +35,7 @@ from .itemstats import ItemStats, WorstItem
 from .live import scored_text
 from .markdown import MEANS_NOTE, TARGET_COLUMNS, target_rows, tied_text
 from .templates import CSS, environment
-from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
+from .texts import MAX_PREVIEW_CHARS, ItemTexts, home_relative, preview
 
 __all__ = ["fmt", "render_html", "version"]
 
@@ -177,9 +177,10 @@ def _when(ts: Any) -> str:
 
 def _facts(summary: RunSummary, info: dict[str, Any]) -> list[tuple[str, Any]]:
     facts: list[tuple[str, Any]] = [("run id", summary.run_id), ("suite", summary.suite), ("state", summary.state)]
-    for key in ("dataset", "format"):
-        if info.get(key):
-            facts.append((key, info[key]))
+    if info.get("dataset"):
+        facts.append(("dataset", home_relative(info["dataset"])))
+    if info.get("format"):
+        facts.append(("format", info["format"]))
     suite = info.get("suite") or {}
     if suite.get("metrics"):
         names = [m if isinstance(m, str) else m.get("name") for m in suite["metrics"]]

@@ -54,6 +54,19 @@ class ItemTexts:
         return self.texts.get(key, (None, None))
 
 
+def home_relative(path: str | Path) -> str:
+    """``path`` as a report names it: from ``~`` where it is under the user's home folder (``~/data/qa.jsonl``), so
+    that a report sent on (a mail attachment, a CI artifact) tells no user name or home layout; elsewhere as it is."""
+    path = Path(path)
+    try:
+        home = Path.home()
+    except RuntimeError:  # no HOME and no user entry to find one in
+        return str(path)
+    if home == Path(home.anchor) or not path.is_relative_to(home):  # a home of "/" would hold every path
+        return str(path)
+    return str(Path("~") / path.relative_to(home))
+
+
 def preview(text: str | None, limit: int = MAX_PREVIEW_CHARS) -> str | None:
     """``text`` on one line, cut to ``limit`` characters (the last one an ellipsis) when longer."""
     return None if text is None else one_line(text, limit)
@@ -102,8 +115,9 @@ def _dataset_texts(info: Mapping[str, Any], items: list[WorstItem], with_answers
     if not info.get("dataset"):
         return ItemTexts(note=f"the run's dataset is not recorded: {what} are not available")
     dataset = Path(str(info["dataset"]))
+    named = home_relative(dataset)
     if not dataset.exists():
-        return ItemTexts(note=f"the run's dataset {dataset} is gone: {what} are not available")
+        return ItemTexts(note=f"the run's dataset {named} is gone: {what} are not available")
     try:
         reader = _reader(dataset, info)
         if reader == READER_VERSION:
@@ -111,17 +125,17 @@ def _dataset_texts(info: Mapping[str, Any], items: list[WorstItem], with_answers
         if reader is not None:  # the run's bytes, which other loaders read: the questions checked, texts shown
             texts = _scan(dataset, info, wanted, with_answers=with_answers, strict=True)
             note = (
-                f"the run's dataset {dataset} is unchanged since the run, which {other_reader(reader)} read: its "
+                f"the run's dataset {named} is unchanged since the run, which {other_reader(reader)} read: its "
                 f"{what} are shown as this one reads them, each question checked against the one scored"
             )
             return ItemTexts(texts.texts, "; ".join(filter(None, [note, texts.note])))
         texts = _scan(dataset, info, wanted, with_answers=False, strict=True)
         shown = "answers are not shown, questions" if with_answers else "questions are shown"
-        note = (f"the run's dataset {dataset} changed since the run (or the run was made by another ragscore "
+        note = (f"the run's dataset {named} changed since the run (or the run was made by another ragscore "
                 f"version): {shown} only where they are the ones scored")  # fmt: skip
         return ItemTexts(texts.texts, "; ".join(filter(None, [note, texts.note])))
     except (RagscoreError, OSError) as exc:
-        return ItemTexts(note=f"the run's dataset {dataset} could not be read again ({exc}): {what} are not available")
+        return ItemTexts(note=f"the run's dataset {named} could not be read again ({exc}): {what} are not available")
 
 
 def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: TargetAnswers | None) -> ItemTexts:
@@ -180,6 +194,7 @@ def _scan(
             texts[item.key] = (preview(row.question), answer if with_answers else None)
         if left == 0:
             break
-    notes = [f"{changed} of these items' questions changed in {dataset} since the run: not shown"] if changed else []
-    notes += [f"{left} of these items are no longer in {dataset}: not shown"] if left else []
+    named = home_relative(dataset)
+    notes = [f"{changed} of these items' questions changed in {named} since the run: not shown"] if changed else []
+    notes += [f"{left} of these items are no longer in {named}: not shown"] if left else []
     return ItemTexts({k: v for k, v in texts.items() if v != (None, None)}, "; ".join(notes) or None)

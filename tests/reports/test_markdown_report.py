@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from pathlib import Path
+
+import pytest
 
 from orchestrator.reports.markdown import md_cell, render_markdown
 from ragscore_workers.schemas import MetricSummary, RunSummary
@@ -416,3 +419,25 @@ def test_report_md_and_report_html_say_under_the_judge_table_what_each_column_co
     assert "rate_limited: 429 replies" in legend and "cost: in the currency of the judge metrics' prices" in legend
     assert "unpriced_calls: calls of a model without a price" in legend and "tokens_in" not in legend
     assert f'<p class="muted">{unescape(legend)}</p>'.replace("'", "&#39;") in render_html(summary, ItemStats())
+
+
+def test_the_reports_name_a_dataset_under_the_home_folder_from_tilde_not_the_home_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """report.html's run facts and the worst items' note (report.md's too) named the dataset by its absolute path,
+    ``/home/alice/...``: a report sent as a mail attachment or kept as a CI artifact told the user's name and home
+    layout. A dataset under the home folder is named from ``~`` (``~/data/qa.jsonl``); run_info.json keeps the path."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats, WorstItem
+    from orchestrator.reports.texts import read_texts
+
+    home = tmp_path / "alice"
+    monkeypatch.setenv("HOME", str(home))
+    info = {"dataset": str(home / "data" / "qa.jsonl"), "format": "jsonl"}
+    summary = RunSummary(run_id="r", items=1, scored=1)
+    html = render_html(summary, ItemStats(), info)
+    assert "<td>~/data/qa.jsonl</td>" in html.replace('<td class="l">', "<td>") and str(home) not in html
+    item = WorstItem(output="exact_match", score=0.0, key="q1", question_sha=None, id="q1", system=None, group=None,
+                     passed=False, details="")  # fmt: skip
+    note = read_texts(info, [item]).note or ""
+    assert "the run's dataset ~/data/qa.jsonl is gone" in note and str(home) not in note, note
