@@ -31,7 +31,7 @@ from .console import (
     unscorable_text,
     warning_lines,
 )
-from .itemstats import ItemStats, WorstItem
+from .itemstats import OTHERS_NOTE, ItemStats, WorstItem
 from .live import scored_text
 from .markdown import MEANS_NOTE, TARGET_COLUMNS, target_rows, tied_text
 from .templates import CSS, environment
@@ -148,9 +148,9 @@ def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> dict[str, A
 
 
 def _worst_row(item: WorstItem, texts: ItemTexts) -> dict[str, Any]:
-    others = ", ".join(f"{k} {fmt(v)}" for k, v in item.others.items())
     question, answer = texts.of(item.key)
-    return {"id": item.id, "system": item.system, "group": item.group, "score": fmt(item.score), "others": others,
+    return {"id": item.id, "system": item.system, "group": item.group, "score": fmt(item.score),
+            "others": item.others_text(),
             "question": question, "answer": answer, "why": preview(item.why), "details": item.details,
             "errors": item.errors}  # fmt: skip
 
@@ -246,6 +246,7 @@ def render_html(
         "targets": target_rows(summary),
         "target_facts": target_facts(suite),
         "worst_k": stats.worst_k,
+        "others_note": OTHERS_NOTE,
         "worst": _worst(summary, stats, texts),
         "texts_note": texts.note,
         "preview_chars": MAX_PREVIEW_CHARS,

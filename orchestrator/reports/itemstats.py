@@ -117,7 +117,26 @@ class WorstItem:
     #: Why it failed, where its metric says so in a line (:func:`_failure_reasons`); empty otherwise.
     why: str = ""
     others: dict[str, float | None] = field(default_factory=dict)
+    #: Those of ``others`` whose metric failed on the item (an error), not merely unable to score it (unscorable).
+    errored: frozenset[str] = frozenset()
     errors: list[str] = field(default_factory=list)
+
+    def others_text(self) -> str:
+        """The item's other outputs as the worst items' ``other scores`` cell shows them, in report.md and
+        report.html alike (:data:`OTHERS_NOTE`): ``recall_at_1 0.500, faithfulness error, mrr -``."""
+        return ", ".join(
+            f"{k} {OTHER_ERROR if k in self.errored else '-' if v is None else f'{v:.3f}'}"
+            for k, v in self.others.items()
+        )
+
+
+#: An ``other scores`` entry of an output whose metric failed on the item; ``-`` is one that could not score it.
+OTHER_ERROR = "error"
+#: Under the worst items of report.md and report.html: what an ``other scores`` entry without a number means.
+OTHERS_NOTE = (
+    f"Other scores: the item's score in each other output; {OTHER_ERROR} where that output's metric failed on it "
+    "(an error), - where it could not score it (unscorable, or stopped before scoring it)."
+)
 
 
 def _failure_reasons(details: dict[str, Any]) -> str:
@@ -227,6 +246,7 @@ class ItemStats:
         seq = self.items
         metrics = item.metrics
         scores: dict[str, Any] | None = None  # every output's score, for the few items that are among the worst so far
+        errored: frozenset[str] = frozenset()  # and those whose metric failed on it
         for name, result in metrics.items():
             score, error = result.get("score"), result.get("error")
             if error is not None:
@@ -248,7 +268,8 @@ class ItemStats:
             if worst.wants(score):
                 if scores is None:
                     scores = {other: m.get("score") for other, m in metrics.items()}
-                worst.push(score, seq, self._snapshot(item, name, result, scores))
+                    errored = frozenset(other for other, m in metrics.items() if m.get("error") is not None)
+                worst.push(score, seq, self._snapshot(item, name, result, scores, errored))
 
     def add_all(self, items: Iterable[RawItem]) -> ItemStats:
         for item in items:
@@ -256,7 +277,9 @@ class ItemStats:
         return self
 
     @staticmethod
-    def _snapshot(item: RawItem, name: str, result: dict[str, Any], scores: dict[str, Any]) -> WorstItem:
+    def _snapshot(
+        item: RawItem, name: str, result: dict[str, Any], scores: dict[str, Any], errored: frozenset[str]
+    ) -> WorstItem:
         return WorstItem(
             output=name,
             score=float(result["score"]),
@@ -269,6 +292,7 @@ class ItemStats:
             details=_details_text(result.get("details") or {}),
             why=_failure_reasons(result.get("details") or {}),
             others={k: v for k, v in scores.items() if k != name},
+            errored=errored - {name},
             errors=item.errors,
         )
 

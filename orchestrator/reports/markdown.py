@@ -31,7 +31,7 @@ from .console import (
     unscorable_text,
     warning_lines,
 )
-from .itemstats import ItemStats, WorstItem
+from .itemstats import OTHERS_NOTE, ItemStats, WorstItem
 from .live import scored_text
 from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
@@ -218,7 +218,7 @@ def _targets(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
 
 def _worst_line(rank: int, item: WorstItem, texts: ItemTexts) -> str:
     question, answer = texts.of(item.key)
-    others = ", ".join(f"{k} {_score(v)}" for k, v in item.others.items())
+    others = item.others_text()
     why = preview(item.why) or "-"
     cells = [str(rank), item.id, item.system or "", _score(item.score), question or "-", answer or "-", why, others]
     return "| " + " | ".join(map(md_cell, cells)) + " |"
@@ -259,7 +259,7 @@ def _worst(summary: RunSummary, stats: ItemStats, texts: ItemTexts) -> list[str]
     """Per output, its worst items (as report.html lists them) with what they asked and answered."""
     lines = ["## Worst items", "", f"The {counted(stats.worst_k, 'lowest-scored item')} per metric (highest where "
              "lower is better), with the question, the answer and why it failed, each cut to "
-             f"{MAX_PREVIEW_CHARS} characters.", ""]  # fmt: skip
+             f"{MAX_PREVIEW_CHARS} characters.", "", OTHERS_NOTE, ""]  # fmt: skip
     if texts.note:
         lines += [f"Questions and answers: {md_cell(texts.note)}.", ""]
     for name, items, best in stats.shown_worst(summary.metrics):

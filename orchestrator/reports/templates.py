@@ -127,6 +127,7 @@ that failed for good, and why the circuit breaker opened (if it did).</p>
 <p class="muted">The {{ worst_k|counted("lowest-scored item") }} per metric (highest where lower is better), with
 what was asked, what was answered and why it failed (each cut to {{ preview_chars }} characters), and the metric's
 details.</p>
+<p class="muted">{{ others_note }}</p>
 {% if texts_note %}<p class="muted">Questions and answers: {{ texts_note }}.</p>{% endif %}
 {% for w in worst %}
 <h3>{{ w.name }}</h3>

@@ -441,3 +441,23 @@ def test_the_reports_name_a_dataset_under_the_home_folder_from_tilde_not_the_hom
                      passed=False, details="")  # fmt: skip
     note = read_texts(info, [item]).note or ""
     assert "the run's dataset ~/data/qa.jsonl is gone" in note and str(home) not in note, note
+
+
+def test_the_worst_items_other_scores_tell_an_errored_output_from_an_unscorable_one_in_both_reports() -> None:
+    """A worst item's ``other scores`` wrote ``-`` both for an output whose metric failed on it (an error) and for one
+    that could not score it (unscorable): report.md showed no error anywhere, so a reader took the failure for a
+    missing reference. Both reports write ``error`` for the one and ``-`` for the other, and say so over the table."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import OTHERS_NOTE, ItemStats
+    from ragscore_workers.store import RawItem
+
+    metrics = {"exact_match": {"score": 0.0}, "faithfulness": {"score": None, "error": "judge: HTTP 500"},
+               "mrr": {"score": None, "details": {"reason": "no gold_doc_id"}}, "f1": {"score": 0.25}}  # fmt: skip
+    good = RawItem(key="q2", meta={"id": "q2"}, metrics={"exact_match": {"score": 1.0}})
+    stats = ItemStats().add_all([RawItem(key="q1", meta={"id": "q1"}, metrics=metrics), good])
+    summary = RunSummary(run_id="r", items=2, scored=2, metrics={"exact_match": MetricSummary(mean=0.5, n=2)})
+    cell = "faithfulness error, mrr -, f1 0.250"
+    report_md = render_markdown(summary, stats=stats)
+    assert f"| {cell} |" in report_md and OTHERS_NOTE in report_md, report_md
+    report_html = render_html(summary, stats)
+    assert f'<td class="l">{cell}</td>' in report_html and OTHERS_NOTE in unescape(report_html)
