@@ -194,6 +194,11 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
 
 #: Columns of the target table, per system (``breaker`` only shows when it opened).
 TARGET_COLUMNS = (*TARGET_COUNTERS, "breaker")
+#: Over the target table of report.md and report.html: what its columns count.
+TARGETS_NOTE = (
+    "The systems under test asked before scoring: their calls, cache hits, retries, 429s, questions that failed for "
+    "good, and why the circuit breaker opened (if it did)."
+)
 
 
 def target_rows(summary: RunSummary) -> list[list[str]]:
@@ -208,7 +213,7 @@ def _targets(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
     if not summary.target:
         return []
     header = "| system | " + " | ".join(TARGET_COLUMNS) + " |"
-    lines = ["## Targets", ""]
+    lines = ["## Targets", "", TARGETS_NOTE, ""]
     for facts in target_facts(suite):  # a target's limits, as the judge section says the judge's
         lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
     lines += [header, "|---" * (len(TARGET_COLUMNS) + 1) + "|"]

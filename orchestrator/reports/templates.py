@@ -94,8 +94,7 @@ summary.json have the rest.</p>{% endif %}
 {% endif %}{% endfor %}
 
 {% if targets %}<h2 id="targets">Targets</h2>
-<p class="muted">The systems under test asked before scoring: their calls, cache hits, retries, 429s, questions
-that failed for good, and why the circuit breaker opened (if it did).</p>
+<p class="muted">{{ targets_note }}</p>
 {% for facts in target_facts %}<p class="facts">{% for k, v in facts %}<span>{{ k }} <b>{{ v }}</b></span>
 {%- endfor %}</p>{% endfor %}
 <table><tr><th class="l">system</th>{% for c in target_columns %}<th>{{ c }}</th>{% endfor %}</tr>

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.reports.markdown import md_cell, render_markdown
+from orchestrator.reports.markdown import TARGETS_NOTE, md_cell, render_markdown
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 
@@ -277,7 +277,7 @@ def test_report_md_and_report_html_give_each_targets_limits_as_the_judges() -> N
     summary = RunSummary(run_id="r", items=2, scored=2, target={"rag<v1>": {"calls": 1}, "plain": {"calls": 1}})
     info = {"suite": {"metrics": ["verbatim"], "targets": targets}}
     report = render_markdown(summary, info)
-    assert "## Targets\n\nsystem rag\\<v1\\> · rpm 60 · pace even\n\n| system |" in report, report
+    assert f"## Targets\n\n{TARGETS_NOTE}\n\nsystem rag\\<v1\\> · rpm 60 · pace even\n\n| system |" in report, report
     assert "system plain" not in report
     html = render_html(summary, ItemStats(), info)
     said = "<span>system <b>rag&lt;v1&gt;</b></span><span>rpm <b>60</b></span><span>pace <b>even</b></span></p>"
@@ -461,3 +461,16 @@ def test_the_worst_items_other_scores_tell_an_errored_output_from_an_unscorable_
     assert f"| {cell} |" in report_md and OTHERS_NOTE in report_md, report_md
     report_html = render_html(summary, stats)
     assert f'<td class="l">{cell}</td>' in report_html and OTHERS_NOTE in unescape(report_html)
+
+
+def test_report_md_explains_the_targets_table_as_report_html_does() -> None:
+    """report.html said over the targets table what its columns count (calls, cache hits, retries, 429s, questions
+    failed for good, the breaker); report.md had the bare table. Both say it now, in the same words."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    summary = RunSummary(run_id="r", items=1, scored=1, target={"rag": {"calls": 3, "rate_limited": 1}})
+    lines = render_markdown(summary).splitlines()
+    note = lines[lines.index("## Targets") + 2]
+    assert note.startswith("The systems under test asked before scoring: their calls, cache hits, retries, 429s"), note
+    assert f'<p class="muted">{note}</p>' in render_html(summary, ItemStats())

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator import evaluate, resume
 from orchestrator.api import IncompleteRunWarning
-from orchestrator.reports.markdown import TARGET_COLUMNS
+from orchestrator.reports.markdown import TARGET_COLUMNS, TARGETS_NOTE
 from ragscore_workers.answers import NO_RETRIEVAL, TARGET_ERROR
 from ragscore_workers.errors import ConfigError, DatasetWarning
 
@@ -210,7 +210,7 @@ def test_python_callable_target_and_a_rate_limited_endpoint(home: Path, tmp_path
     assert target["rate_limited"] >= 1 and limited_calls == N + target["rate_limited"]
     # the target's limit is said with its counters, as the judge's with the judge's; the callable has none to say
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "## Targets\n\nsystem limited · rpm 600\n\n| system |" in report, report
+    assert f"## Targets\n\n{TARGETS_NOTE}\n\nsystem limited · rpm 600\n\n| system |" in report, report
     assert (
         '<p class="facts"><span>system <b>limited</b></span><span>rpm <b>600</b></span></p>'
         in (tmp_path / "out" / "report.html").read_text()
