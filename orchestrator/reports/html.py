@@ -33,7 +33,7 @@ from .console import (
 )
 from .itemstats import OTHERS_NOTE, ItemStats, WorstItem
 from .live import scored_text
-from .markdown import MEANS_NOTE, TARGET_COLUMNS, TARGETS_NOTE, target_rows, tied_text
+from .markdown import AGREEMENT_COLUMNS, MEANS_NOTE, TARGET_COLUMNS, TARGETS_NOTE, target_rows, tied_text
 from .templates import CSS, environment
 from .texts import MAX_PREVIEW_CHARS, ItemTexts, home_relative, preview
 
@@ -244,6 +244,7 @@ def render_html(
         "embedding": embedding,
         "target_columns": TARGET_COLUMNS,
         "targets_note": TARGETS_NOTE,
+        "agreement_columns": AGREEMENT_COLUMNS,
         "targets": target_rows(summary),
         "target_facts": target_facts(suite),
         "worst_k": stats.worst_k,

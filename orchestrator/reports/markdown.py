@@ -184,7 +184,7 @@ def _judge(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
     legend = judge_legend(counters)  # what each column counts: the names alone left calls and cost unexplained
     lines += [legend, ""] if legend else []
     if agreement:
-        lines += ["| metric | rated by both | agreement | Cohen's kappa |", "|---|---|---|---|"]
+        lines += ["| " + " | ".join(AGREEMENT_COLUMNS) + " |", "|---" * len(AGREEMENT_COLUMNS) + "|"]
         for name, a in agreement.items():
             pct = "-" if a.get("percent") is None else f"{a['percent']:.1f}%"
             lines.append(f"| {md_cell(name)} | {thousands(a.get('n', 0))} | {pct} | {kappa_text(a)} |")
@@ -199,6 +199,8 @@ TARGETS_NOTE = (
     "The systems under test asked before scoring: their calls, cache hits, retries, 429s, questions that failed for "
     "good, and why the circuit breaker opened (if it did)."
 )
+#: Columns of the agreement table of the two judges, report.md's and report.html's.
+AGREEMENT_COLUMNS = ("metric", "items rated by both", "agreement", "Cohen's kappa")
 
 
 def target_rows(summary: RunSummary) -> list[list[str]]:

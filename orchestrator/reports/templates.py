@@ -109,7 +109,8 @@ summary.json have the rest.</p>{% endif %}
 {% if judge.legend %}<p class="muted">{{ judge.legend }}</p>{% endif %}
 {% if judge.agreement %}
 <h3>Agreement of the two judges</h3>
-<table><tr><th class="l">metric</th><th>items rated by both</th><th>agreement</th><th>Cohen's kappa</th></tr>
+<table><tr><th class="l">{{ agreement_columns[0] }}</th>{% for c in agreement_columns[1:] %}<th>{{ c }}</th>
+{%- endfor %}</tr>
 {% for a in judge.agreement %}<tr><td class="l">{{ a.name }}</td><td>{{ a.n }}</td><td>{{ a.percent }}</td>
 <td>{{ a.kappa }}</td></tr>{% endfor %}</table>
 <div class="grid">{% for p in judge.plots %}<figure><figcaption>{{ p.title }}</figcaption>{{ p.svg|safe }}

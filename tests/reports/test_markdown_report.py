@@ -474,3 +474,20 @@ def test_report_md_explains_the_targets_table_as_report_html_does() -> None:
     note = lines[lines.index("## Targets") + 2]
     assert note.startswith("The systems under test asked before scoring: their calls, cache hits, retries, 429s"), note
     assert f'<p class="muted">{note}</p>' in render_html(summary, ItemStats())
+
+
+def test_the_agreement_tables_of_report_md_and_report_html_have_the_same_headings() -> None:
+    """report.md headed the agreement table's count ``rated by both``, report.html ``items rated by both``."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+
+    agreement = {"answer_accuracy": {"n": 12, "percent": 75.0, "kappa": 0.5}}
+    summary = RunSummary(run_id="r", items=12, scored=12, judge={"calls": 24, "agreement": agreement})
+    lines = render_markdown(summary).splitlines()
+    header = next(line for line in lines if line.startswith("| metric |") and "kappa" in line)
+    md_headings = [cell.strip() for cell in header.strip("|").split("|")]
+    html = unescape(render_html(summary, ItemStats()))
+    html_row = re.search(r"<tr><th class=\"l\">metric</th>.*?</tr>", html.split("Agreement of the two judges")[1], re.S)
+    assert html_row is not None
+    assert md_headings == re.findall(r"<th[^>]*>([^<]*)</th>", html_row.group(0)), (md_headings, html_row.group(0))
+    assert md_headings[1] == "items rated by both"
