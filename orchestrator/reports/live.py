@@ -438,6 +438,10 @@ class StatusView:
             rpm = self.judge_rpm()
             limit, stated = _judge_rpm_limit(self.meta), self.samples[-1].provider_rpm
             caption += f" · judge {'-' if rpm is None else f'{rpm:,.0f}'} req/min"
+            if rpm is not None and self.meta.get("state") in RunState.DONE and not self._minute_watched:
+                # an ended run's calls per minute of its work, not a live rate ("judge 16 req/min" read as one)
+                resumed = int(self.meta.get("generation") or 0) > 0  # judge_rpm counts from the resume's work
+                caption += " averaged over " + ("its work since the resume" if resumed else "the run")
             if stated is not None and (limit is None or stated < limit):
                 caption += f" (limit {stated}, stated by the provider; the suite says {limit or 'none'})"
             else:

@@ -211,6 +211,21 @@ def test_a_finished_run_s_rate_is_over_its_own_time_not_until_now() -> None:
     assert {r["queue"]: r for r in view.rows()}["cpu"]["rate"] == pytest.approx(10.0)  # 600 in 60 s
 
 
+def test_a_finished_runs_judge_rate_is_said_to_be_its_average_not_a_live_rate() -> None:
+    """``ragscore status`` of a finished run read "judge 16 req/min (limit 30)", like a live run's rate: it is the run's
+    calls per minute of its work, and is said so; a running run's is not."""
+    ended = StatusView(SUITE_META | {"state": "finished", "finished_at": "1120.0"})
+    ended.add(Sample(5000.0, _progress(600, 120), judge_calls=32))  # read long after: 32 calls in its 2 minutes
+    console = Console(record=True, width=200)
+    console.print(ended.render("run-x"))
+    assert "judge 16 req/min averaged over the run (limit 30)" in console.export_text(), console.export_text()
+    running = StatusView(SUITE_META)
+    running.add(Sample(1030.0, _progress(300, 60), judge_calls=16))
+    console = Console(record=True, width=200)
+    console.print(running.render("run-x"))
+    assert "judge 16 req/min (limit 30)" in console.export_text(), console.export_text()
+
+
 def test_a_running_run_without_progress_for_a_minute_says_so_and_shows_no_eta() -> None:
     meta = SUITE_META | {"progress_at": "1050"}
     view = StatusView(meta)
