@@ -21,9 +21,10 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
                            (``breaker:{limiter key}``: provider, model and a hash of endpoint and key), so a key the
                            provider refuses stops only the judge metrics that read it (:func:`judge_breakers`)
 ``run_stopper``            ``1`` when the breaker opened at once for a run stopper (a refused key, a model the provider
-                           lacks: the configuration, which every call would repeat); the judge's, per judge limiter
-                           (``run_stopper:{limiter key}``). The items it stops record an error, not a stop
-                           (:meth:`RunJudgeState.is_run_stopper`)
+                           lacks: the configuration, which every call would repeat), or one came back after the count
+                           of failures in a row opened it (its reason then replaces the count's); the judge's, per
+                           judge limiter (``run_stopper:{limiter key}``). The items it stops record an error, not a
+                           stop (:meth:`RunJudgeState.is_run_stopper`)
 ``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
 ``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end; each hold is
                            also in ``…:judge:holds`` (a sorted set by expiry, Redis's clock), so the hold of a
@@ -236,15 +237,18 @@ _notes_lock = threading.Lock()
 
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl, ARGV[4] = the breaker's count field, ARGV[5]
-# its reason field (:attr:`RunJudgeState.breaker_field`), ARGV[6] its run-stopper mark ('' = not a run stopper), set
-# with the reason by the call that opens it. Returns 1 when this call opened it.
+# its reason field (:attr:`RunJudgeState.breaker_field`), ARGV[6] its run-stopper mark ('' = not a run stopper). The
+# first run stopper sets the mark and its reason, though the count of failures in a row opened the breaker first (a
+# refused key is the configuration to fix whatever stopped the calls before it). Returns 1 when this call opened it.
 _FAILURE_LUA = """
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 local n = redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 if n >= tonumber(ARGV[1]) then
   local opened = redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[2])
-  if opened == 1 and ARGV[6] ~= '' then redis.call('HSET', KEYS[1], ARGV[6], 1) end
+  if ARGV[6] ~= '' and redis.call('HSETNX', KEYS[1], ARGV[6], 1) == 1 then
+    redis.call('HSET', KEYS[1], ARGV[5], ARGV[2])
+  end
   return opened
 end
 return 0
@@ -497,8 +501,9 @@ class RunJudgeState:
 
     def record_failure(self, threshold: int, last_error: str, *, reason: str | None = None) -> bool:
         """Count a call that failed for good; open the breaker at ``threshold`` in a row, or at once for ``reason``
-        (why every call would fail so: a model the provider lacks). The reason quotes ``last_error`` cut in its middle
-        to :data:`LAST_ERROR_CHARS`. True if opened now."""
+        (why every call would fail so: a model the provider lacks), which also marks a breaker the count opened
+        before it a run stopper's. The reason quotes ``last_error`` cut in its middle to :data:`LAST_ERROR_CHARS`.
+        True if opened now."""
         at, stopper = (threshold, "") if reason is None else (1, self.stopper_field)
         last = _middle_cut(last_error, LAST_ERROR_CHARS)
         reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last})"
@@ -546,16 +551,22 @@ class RunJudgeState:
     def stop_reason(self) -> str | None:
         """Why no new call may start (the run was cancelled, the breaker is open), or None. Budgets are checked
         by :meth:`reserve`. Read from Redis at most every :data:`STOP_READ_EVERY_S` by all the threads sharing this
-        object (one read, the others wait for it); a reason once read stays: a cancel or an open breaker is not
-        undone within a run generation, and a resume's tasks build their own state. A local worker whose starting
-        process exited (:func:`~ragscore_workers.die_with_parent.parent_gone`) starts no call either."""
+        object (one read, the others wait for it); a reason once read stays (:meth:`_stop_is_final`): a cancel or an
+        open breaker is not undone within a run generation, and a resume's tasks build their own state. A local worker
+        whose starting process exited (:func:`~ragscore_workers.die_with_parent.parent_gone`) starts no call either."""
         if parent_gone():
             return ORPHANED_REASON
         with self._stop_lock:
-            if self._stopped is None and time.monotonic() - self._stop_read_at >= STOP_READ_EVERY_S:
+            if not self._stop_is_final() and time.monotonic() - self._stop_read_at >= STOP_READ_EVERY_S:
                 self._stopped = self._read_stop_reason()
                 self._stop_read_at = time.monotonic()
             return self._stopped
+
+    def _stop_is_final(self) -> bool:
+        """Whether the stop read last stays: a cancel, or a run stopper's breaker. Not the breaker's count of failures
+        in a row: a refused key's call in flight when it opened may still mark it a run stopper (``_FAILURE_LUA``)."""
+        stopped = self._stopped
+        return stopped is not None and (stopped == CANCELLED_REASON or self.is_run_stopper(stopped))
 
     def _read_stop_reason(self) -> str | None:
         pipe = self.r.pipeline(transaction=False)

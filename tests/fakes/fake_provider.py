@@ -7,8 +7,8 @@ server started in another process can be driven too (``python -m tests.fakes.fak
 Replies are driven by the prompt (every message's content, joined), so tests know the right score:
 
 * ``[[fault=KIND:N]]``: the first N requests carrying this exact prompt fail with KIND
-  (``400``, ``429``, ``quota`` (a 429 saying the quota is used up), ``500``, ``502``, ``503``, ``timeout``,
-  ``malformed``, ``disconnect``);
+  (``400``, ``401`` (the key refused, ``invalid_api_key``: answered as any fault, after ``hold``), ``429``, ``quota``
+  (a 429 saying the quota is used up), ``500``, ``502``, ``503``, ``timeout``, ``malformed``, ``disconnect``);
 * else ``responder(prompt, nth)`` when the test gave one and it returns a string (``nth``: how many
   replies this exact prompt got before);
 * else ``[[reply=A||B||C]]``: the nth reply to this prompt is the nth item (the last one repeats);
@@ -69,7 +69,7 @@ from .trickle import write_slowly
 __all__ = ["FakeProvider", "count_tokens", "format_duration"]
 
 COMPLETION_PATHS = ("/openai/v1/chat/completions", "/v1/chat/completions")
-FAULT_KINDS = ("400", "401_empty", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
+FAULT_KINDS = ("400", "401", "401_empty", "429", "quota", "500", "502", "503", "timeout", "malformed", "disconnect",
                "groq_429", "too_large_429", "context_length", "context_size", "413", "498", "trickle", "trickle_500",
                "huge")  # fmt: skip
 _MARKER = re.compile(r"\[\[(fault|reply|rating|refuse)=(.*?)\]\]", re.S)
@@ -570,6 +570,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "498":  # Groq's flex tier: no capacity right now, retry with backoff
             message = "Flex tier capacity exceeded. This model is currently experiencing high demand."
             self._send(498, _error_body(message, "capacity_exceeded", "capacity_exceeded"))
+        elif kind == "401":  # the key refused as it is at the door, after the request was taken (a key revoked)
+            self._send(401, _error_body(self._refused_key(self.headers.get("Authorization", "")),
+                                        "invalid_request_error", "invalid_api_key"))  # fmt: skip
         elif kind == "401_empty":  # a proxy's or gateway's refusal with no body at all
             self._send(401, None, raw=b"")
         elif kind == "400":

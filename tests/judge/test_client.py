@@ -330,6 +330,46 @@ def test_a_refused_key_stops_its_call_and_every_later_one_as_misconfigured(
     assert str(stops[0]).endswith("check GROQ_API_KEY"), stops[0]
 
 
+def test_a_refused_key_coming_back_after_the_breakers_count_opened_it_still_stops_every_later_call_as_misconfigured(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """A call sent before 3 failures in a row (500s) opened the breaker, answered 401 invalid_api_key after it: its
+    call and every later one (the same client, which had read the count's reason, and another worker's) raise
+    JudgeStopped ``misconfigured`` with the variable to check, the summary's reason too. Seen failing before: the
+    run-stopper mark was never set (the breaker was open), so the calls after the 401 stopped as the count's
+    "circuit breaker open after 3 consecutive failed judge calls", their items "stopped", not errors."""
+    run_id = uuid.uuid4().hex[:12]
+    config = JudgeConfig(provider="groq", model=model, base_url=fake.url, rpm=None, tpm=None)
+    retry = RetryPolicy(attempts=1, breaker_failures=3, **FAST)
+    client, other = (build_client(rclient, run_id, config, timeout_s=1.0, retry=retry) for _ in range(2))
+    held = fake.hold = threading.Event()
+    fake.fail_next("401")
+    with ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(_ask, client, "sent first, refused last")
+        assert until(lambda: fake.stats().get("requests") == 1, 30)
+        fake.hold = None  # the 401 waits on ``held``; the next calls are answered at once
+        fake.fail_next("500", 3)
+        for i in range(3):
+            with pytest.raises(ProviderError):
+                _ask(client, f"item {i}")
+        with pytest.raises(JudgeStopped, match="circuit breaker open after 3") as counted:
+            _ask(client, "item 3")
+        assert not counted.value.misconfigured  # an outage so far
+        held.set()
+        with pytest.raises(JudgeStopped) as refused:
+            in_flight.result(timeout=30)
+    stops = []
+    for later in (client, other):
+        with pytest.raises(JudgeStopped) as stop:
+            _ask(later, "item after")
+        stops.append(stop.value)
+    reason = str(refused.value)
+    assert reason.endswith("check GROQ_API_KEY") and "key was refused" in reason, reason
+    assert [(s.misconfigured, str(s)) for s in (refused.value, *stops)] == [(True, reason)] * 3
+    assert client.state.read()["breaker"] == reason
+    assert fake.stats()["requests"] == 4  # none after the breaker opened
+
+
 def test_a_success_resets_the_breakers_count(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
     client = _client(rclient, fake, model, attempts=1, breaker=2)
     fake.fail_next("500")
