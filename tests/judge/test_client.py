@@ -291,17 +291,23 @@ def test_headers_at_zero_pause_callers_before_the_provider_refuses(rclient: redi
     assert stats["ok"] == 3 and stats.get("rate_limited", 0) == 0
 
 
+def _open_the_breaker_with_500s(client: JudgeClient, fake: FakeProvider, n: int) -> JudgeStopped:
+    """``n`` calls answered 500 (``client``'s breaker_failures, one attempt each), then the stop of the next call."""
+    fake.fail_next("500", n)
+    for i in range(n):
+        with pytest.raises(ProviderError):
+            _ask(client, f"item {i}")
+    with pytest.raises(JudgeStopped, match=f"circuit breaker open after {n} consecutive failed judge calls") as stop:
+        _ask(client, f"item {n}")
+    return stop.value
+
+
 def test_circuit_breaker_stops_judging_after_n_consecutive_failures(
     rclient: redis.Redis, fake: FakeProvider, model: str
 ) -> None:
     client = _client(rclient, fake, model, attempts=1, breaker=3)
-    fake.fail_next("500", 100)
-    for i in range(3):
-        with pytest.raises(ProviderError):
-            _ask(client, f"item {i}")
-    with pytest.raises(JudgeStopped, match="circuit breaker open after 3 consecutive failed judge calls") as stop:
-        _ask(client, "item 4")
-    assert not stop.value.misconfigured  # an outage may pass: its items are stopped, not errors
+    stop = _open_the_breaker_with_500s(client, fake, 3)
+    assert not stop.misconfigured  # an outage may pass: its items are stopped, not errors
     assert fake.stats()["requests"] == 3  # the fourth never reached the provider
     state = client.state.read()
     assert state["failures"] == 3 and "circuit breaker" in state["breaker"]
@@ -348,13 +354,7 @@ def test_a_refused_key_coming_back_after_the_breakers_count_opened_it_still_stop
         in_flight = pool.submit(_ask, client, "sent first, refused last")
         assert until(lambda: fake.stats().get("requests") == 1, 30)
         fake.hold = None  # the 401 waits on ``held``; the next calls are answered at once
-        fake.fail_next("500", 3)
-        for i in range(3):
-            with pytest.raises(ProviderError):
-                _ask(client, f"item {i}")
-        with pytest.raises(JudgeStopped, match="circuit breaker open after 3") as counted:
-            _ask(client, "item 3")
-        assert not counted.value.misconfigured  # an outage so far
+        assert not _open_the_breaker_with_500s(client, fake, 3).misconfigured  # an outage so far
         held.set()
         with pytest.raises(JudgeStopped) as refused:
             in_flight.result(timeout=30)
