@@ -74,11 +74,19 @@ class Outcome:
     #: The task's time limit came before the point ran (``note``: the limit's error): its item records that error
     #: alone, as a judge metric's item cut so does, and a resume runs it again.
     cut: bool = False
+    #: The run stopped the point's judge before it answered (a budget, the breaker's count of failures, a cancel:
+    #: ``note`` says which): the point is ``not_run``, left out of the item's score as unscorable, not an error.
+    stopped: bool = False
 
     @classmethod
     def failed_to_run(cls, note: str, figures: dict[str, Any] | None = None) -> Outcome:
         """The point could not be evaluated (not the answer's fault): an ``error`` point."""
         return cls(False, note, figures or {}, error=True)
+
+    @classmethod
+    def not_run(cls, note: str, figures: dict[str, Any] | None = None) -> Outcome:
+        """The point the run stopped before it was evaluated: ``not_run``, not scored (:attr:`stopped`)."""
+        return cls(False, note, figures or {}, stopped=True)
 
     @classmethod
     def time_up(cls, error: str) -> Outcome:

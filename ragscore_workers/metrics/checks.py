@@ -370,6 +370,8 @@ def _result(p: ParsedPoint, status: str, outcome: Outcome, ms: float) -> dict[st
 
 
 def _state(outcome: Outcome) -> str:
+    if outcome.stopped:
+        return "not_run"
     return "error" if outcome.error else "passed" if outcome.passed else "failed"
 
 
@@ -419,7 +421,8 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
     """Score = passed weight / total weight over scored points; per-category ratios in ``categories``.
 
     A scored point that could not be evaluated (status ``error``) makes the item an error, with every point's
-    result still in the details."""
+    result still in the details. A point the run stopped (``not_run``, ``figures.stopped``: its judge's budget or
+    breaker) is left out; an item with no other point to score is stopped (unscorable; a resume runs it again)."""
     scored = [r for r in results if not r["informational"] and r["status"] != "not_run"]
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in scored:
@@ -438,6 +441,9 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
         more = f" ({and_more(len(errored) - 1, 'point')})" if len(errored) > 1 else ""
         details["errors"] = [r["id"] for r in errored]
         return MetricResult(score=None, error=f"point {errored[0]['id']}: {errored[0]['note']}{more}", details=details)
+    stopped = [r for r in results if not r["informational"] and r["figures"].get("stopped")]
+    if stopped and not scored:  # nothing left to score: unscorable, as a judge metric's item the run stopped
+        return MetricResult.stopped(f"point {stopped[0]['id']}: {stopped[0]['note']}", **details)
     return MetricResult(score=_ratio(scored), passed=all(r["passed"] for r in scored), details=details)
 
 

@@ -11,9 +11,11 @@ on the answer like any other point; their results go to this point's ``figures["
 among the author's points.
 
 The meta point passes when at least ``pass_share`` of the kept points pass (a judge that validly
-proposes no point: passes, nothing was called for). A judge error, a stopped judge (budget, circuit breaker)
-or a reply with no JSON is an ``error`` point with the reason in the note: the answer is not at fault, so a
-scored meta point then gives the item an error rather than a score. Make it ``informational`` to report the
+proposes no point: passes, nothing was called for). A judge error (a refused key, a model the provider lacks
+included) or a reply with no JSON is an ``error`` point with the reason in the note: the answer is not at fault, so
+a scored meta point then gives the item an error rather than a score. A judge the run stopped (its budget, the
+circuit breaker's count of failures) is no fault of the answer nor of the judge: the point is ``not_run``, left out
+of the item's score (unscorable), its note saying why. Make it ``informational`` to report the
 extra points without scoring them. A point its judge task's time limit cut gives the item that limit's error,
 informational or not, as every judge metric's item so cut: a resume asks again.
 """
@@ -123,8 +125,10 @@ def _outcome(verdict: Verdict, inp: PointInput, params: MetaEvalParams) -> Outco
 
     if verdict.cut:
         return Outcome.time_up(str(verdict.error))
+    if verdict.stopped:
+        return Outcome.not_run(f"meta_eval not scored: {verdict.stopped}", {"stopped": verdict.stopped})
     if verdict.value is None:
-        why = verdict.stopped or verdict.error or f"no JSON points in {verdict.calls} replies"
+        why = verdict.error or f"no JSON points in {verdict.calls} replies"
         return Outcome.failed_to_run(f"meta_eval: {why}", {"reply": verdict.reply})
     kept, rejected = _validate(verdict.value, params)
     results = evaluate_points(parse_points(kept), inp.row, inp.text) if kept else []

@@ -110,6 +110,31 @@ def test_meta_eval_proposes_validates_runs_and_reports_extra_points_apart(
     assert "at most 2 extra checks" in PROMPTS[0]
 
 
+def test_a_meta_eval_point_whose_judge_the_run_stopped_is_left_out_of_the_score_not_an_error(
+    fake: FakeProvider, redis_server: RedisProcess
+) -> None:
+    """A scored meta_eval point whose judge call its budget refused (as the breaker's count would stop it) is
+    ``not_run``, its note saying why: the item is scored on its other points, and an item with no other point is
+    stopped (unscorable, a resume runs it again), never an error. Seen failing before: both items were errors
+    ("point meta: meta_eval: budget reached: ..."), counted against the run as the judge's failure."""
+    meta = {"id": "meta", "type": "meta_eval", "params": {"max_tokens_total": 1}}  # no call fits the budget
+    rows = [
+        {"id": "a", "question": "What is entropy?", "answer": "Entropy is a measure of disorder.",
+         "checks": [AUTHOR, meta]},
+        {"id": "b", "question": "What is heat?", "answer": "Heat is energy.", "checks": [meta]},
+    ]  # fmt: skip
+    a, b = _score(rows, _suite(fake), redis_server.url)
+
+    stopped = _point(a, "meta")
+    assert (stopped["status"], stopped["passed"]) == ("not_run", None)
+    assert stopped["note"].startswith("meta_eval not scored: budget reached: the next judge call could pass the token")
+    assert a["checks"].error is None and a["checks"].score == 1.0 and a["checks"].details["not_run"] == ["meta"]
+    assert b["checks"].error is None and b["checks"].score is None
+    details = b["checks"].details
+    assert details["stopped"] and details["reason"].startswith("point meta: meta_eval not scored: budget reached")
+    assert fake.stats().get("requests", 0) == 0
+
+
 def test_meta_eval_replies_are_cached_across_runs(fake: FakeProvider, redis_server: RedisProcess) -> None:
     row = {"id": "a", "question": "What is entropy?", "answer": "Entropy is a measure of disorder.",
            "checks": [AUTHOR, {"type": "meta_eval"}]}  # fmt: skip
