@@ -5,6 +5,7 @@ cores a process may use, which pools and the sandbox's CPU limit are sized by.""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, as_completed
@@ -23,6 +24,7 @@ __all__ = [
     "PRIORITY_SEP",
     "QUEUE_LIMITS",
     "SleepsPast",
+    "TaskCalls",
     "ended_by",
     "left_s",
     "longest_hard_limit",
@@ -77,6 +79,42 @@ def ended_by(deadline: float | None, futures: Iterable[Future[Any]]) -> Iterator
         yield from as_completed(futures, timeout=None if deadline is None else max(0.0, left_s(deadline)))
     except FuturesTimeoutError:
         return
+
+
+class TaskCalls:
+    """The calls in flight of the tasks one worker thread runs, one task after another: those of a task its time limit
+    cut (:func:`ended_by`) run on, up to their HTTP timeout, while the thread's next task starts its own. A call takes
+    a place (:meth:`enter`) before it starts and gives it back (:meth:`leave`) when it truly ends, so that the
+    thread's calls stay within its task's ``concurrency``. One per thread: :meth:`of_this_thread`."""
+
+    _local = threading.local()
+
+    def __init__(self) -> None:
+        self._in_flight = 0
+        self._freed = threading.Condition()
+
+    @classmethod
+    def of_this_thread(cls) -> TaskCalls:
+        """The calls of the tasks the calling (worker) thread runs."""
+        calls: TaskCalls | None = getattr(cls._local, "calls", None)
+        if calls is None:
+            calls = cls._local.calls = cls()
+        return calls
+
+    def enter(self, most: int, deadline: float | None) -> bool:
+        """Take a place once fewer than ``most`` calls are in flight; False where ``deadline`` passed first."""
+        timeout = None if deadline is None else max(0.0, left_s(deadline))
+        with self._freed:
+            if not self._freed.wait_for(lambda: self._in_flight < most, timeout=timeout):
+                return False
+            self._in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        """A call ended: its place is free."""
+        with self._freed:
+            self._in_flight -= 1
+            self._freed.notify()
 
 
 class SleepsPast(stop_base):

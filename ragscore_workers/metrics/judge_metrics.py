@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..limits import ended_by, time_limit_error
+from ..limits import TaskCalls, ended_by, time_limit_error
 from ..schemas import JudgeConfig, JudgeParams, MetricResult, Queue, Row, Suite
 from ..unicode_text import valid_unicode
 from ._judge_text import (
@@ -230,7 +230,9 @@ def run_jobs(
     row of each run of ``len(jobs) // len(rows)`` jobs in a row (its judges), each told finished
     (:meth:`RunContext.row_scored`) once its last job ends, while the others still run. At the task's deadline
     (``ctx.deadline``: its soft time limit, which a threads pool does not enforce) it returns: a job not ended by then
-    is :meth:`Verdict.time_up` (not started: never asked; in flight: its reply cached as it comes, not waited for)."""
+    is :meth:`Verdict.time_up` (not started: never asked; in flight: its reply cached as it comes, not waited for). A
+    call in flight past an earlier task's cut holds its place of ``concurrency`` until it ends (:class:`TaskCalls`): a
+    job of this task waits for one, until the deadline."""
     if not jobs:
         return []
     from ..providers import CompletionParams
@@ -244,8 +246,16 @@ def run_jobs(
     lock = threading.Lock()
     cut = threading.Event()  # the deadline passed: a job ending later is not this chunk's, nor its row's progress
 
+    calls = TaskCalls.of_this_thread()  # with the calls its earlier task's cut left running: within concurrency
+
     def ask(index: int, job: Job) -> Verdict:
-        verdict = _ask(client, job, completion_params, ctx.deadline)
+        if not calls.enter(params.concurrency, ctx.deadline):
+            verdict = Verdict.time_up()
+        else:
+            try:
+                verdict = _ask(client, job, completion_params, ctx.deadline)
+            finally:
+                calls.leave()
         if per_row:
             row = index // per_row
             with lock:

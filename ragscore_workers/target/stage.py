@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..limits import ended_by
+from ..limits import TaskCalls, ended_by
 from ..providers.errors import exception_text, traceback_text
 from ..schemas import UNFILLED_PREFIX, Row, TargetConfig
 from ..store import RunStore
@@ -35,8 +35,12 @@ __all__ = ["answer_chunk", "cut_answers", "scoring_rows"]
 log = logging.getLogger(__name__)
 
 
-def _answer(client: TargetClient, config: TargetConfig, row: Row, deadline: float) -> dict[str, Any]:
+def _answer(client: TargetClient, config: TargetConfig, row: Row, deadline: float, calls: TaskCalls) -> dict[str, Any]:
+    """``row``'s answer or its error, once a place of ``config.concurrency`` is free among ``calls`` (the time limit's
+    error where the deadline passed first: the calls an earlier task's cut left running held them)."""
     asked = unanswered_row(row, config)
+    if not calls.enter(config.concurrency, deadline):
+        return {"row": asked.to_message(), "error": TIME_LIMIT_ERROR}
     try:
         request = render(config.request, request_data(row))
         (filled, unfilled), cached = client.ask(
@@ -48,6 +52,8 @@ def _answer(client: TargetClient, config: TargetConfig, row: Row, deadline: floa
     except Exception as exc:  # e.g. a callable's reply that is not JSON: this question fails, not the chunk
         log.error("target %s failed on %s: %s", config.name, row.id, traceback_text(exc))
         return {"row": asked.to_message(), "error": f"{config.name}: {exception_text(exc)}"[:500]}
+    finally:
+        calls.leave()
 
 
 def _filled(row: Row, config: TargetConfig, data: Any) -> tuple[Row, list[str]]:
@@ -81,7 +87,8 @@ def answer_chunk(
     unfilled: Counter[str] = Counter()  # of the answers stored (one another delivery stored first was counted there)
     unfilled_of: dict[str, list[str]] = {}  # per item key, the fields its answer left unfilled
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
-    futures = {pool.submit(_answer, client, config, row, deadline): asked[row.key] for row in todo}
+    calls = TaskCalls.of_this_thread()  # with the calls its earlier task's cut left running: within concurrency
+    futures = {pool.submit(_answer, client, config, row, deadline, calls): asked[row.key] for row in todo}
     stored: set[Future[dict[str, Any]]] = set()
     try:
         for future in ended_by(deadline, futures):  # each answer is stored as it comes: a cut task loses none

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -175,3 +176,29 @@ def test_a_dual_judge_metric_never_keeps_one_judges_rating_where_the_deadline_cu
     result = combine([Verdict(value=4, calls=1, cached=False), Verdict.time_up()], ANSWER_ACCURACY)
     expected = MetricResult.failed(time_limit_error("judge"))
     assert result.model_dump(exclude={"ms"}) == expected.model_dump(exclude={"ms"}), result
+
+
+@pytest.mark.serial  # timed: its first chunk's calls start within that chunk's deadline (5 s)
+def test_calls_a_chunks_cut_left_running_keep_their_places_of_concurrency_from_the_threads_next_chunk(
+    fake: FakeProvider, model: str, rclient: redis.Redis
+) -> None:
+    """A chunk cut by its deadline with its 2 calls (concurrency 2) still in flight at the provider, then the same
+    thread's next chunk (as a worker thread takes its next task): its calls wait for those to end, and the provider
+    never sees more than 2 of this thread's calls at once; the waiting items are the time limit's errors. Seen failing
+    before: the next chunk sent 2 calls more beside the 2 still running (the provider saw 4 at once)."""
+    suite = judge_suite([{"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}], fake, model)
+    metrics = [parse_spec(MetricSpec.model_validate(spec)) for spec in suite.metrics]
+    fake.hold = held = threading.Event()  # every call is answered once the test says so: past both cuts
+    try:
+        for chunk, deadline_s in enumerate((5.0, 2.0)):
+            rows = [Row.model_validate({"id": f"c{chunk}q{i}", "question": f"Q{i}?", "reference": "r",
+                                        "answer": f"a{chunk}{i} [[rating=4]]"}) for i in range(2)]  # fmt: skip
+            ctx = RunContext(run_id="t-places-" + model, suite=suite, redis=rclient,
+                             deadline=time.monotonic() + deadline_s)  # fmt: skip
+            scores = score_rows(rows, metrics, ctx)
+            assert {s["answer_accuracy"].error for s in scores} == {time_limit_error("judge")}
+            assert fake.in_flight == 2, (chunk, fake.stats())  # the first chunk's, held: the cut did not end them
+    finally:
+        held.set()
+    assert until(lambda: fake.in_flight == 0, 30)
+    assert (fake.stats()["max_in_flight"], fake.stats()["requests"]) == (2, 2)

@@ -348,3 +348,26 @@ def test_the_unfilled_fields_of_an_answer_two_overlapping_deliveries_stored_are_
     assert _answered(store, run, keys) == {f"q{i}" for i in range(N)}
     unfilled = store.counters(run, target_state_part("exact"))["unfilled_retrieved_doc_ids"]
     assert unfilled == N, unfilled  # each stored answer once, not once per delivery (2 * N)
+
+
+@pytest.mark.serial  # timed: its first chunk's calls start within that chunk's deadline (3 s)
+def test_calls_a_chunks_cut_left_running_keep_their_places_of_concurrency_from_the_threads_next_chunk(
+    store: RunStore,
+) -> None:
+    """A chunk cut by its deadline with its 2 calls (concurrency 2) held in flight by the target, then the same thread's
+    next chunk (as a worker thread takes its next task): its questions wait for those calls to end, and the target is
+    never asked more than 2 of this thread's questions at once; those waiting are the time limit's errors. Seen failing
+    before: the next chunk asked 2 questions more beside the 2 still held (4 requests in flight)."""
+    with FakeRag() as rag:
+        rag.hold = held = threading.Event()  # every question is answered once the test says so: past both cuts
+        config = TargetConfig(system="held", url=rag.url("held"), concurrency=2, request={"question": "{question}"})
+        try:
+            for chunk, deadline_s in enumerate((3.0, 1.5)):
+                rows = [q | {"id": f"c{chunk}{q['id']}"} for q in questions(2)]
+                answer_chunk(store, "t-target-places", chunk, config, rows, deadline=time.monotonic() + deadline_s)
+                keys = [f"held::{r['id']}" for r in rows]
+                errors = {a.get("error") for a in store.answers("t-target-places", chunk, keys).values()}
+                assert errors == {TIME_LIMIT_ERROR}, (chunk, errors)
+                assert len(rag.requests) == 2, (chunk, rag.requests)  # the first chunk's, held: still in flight
+        finally:
+            held.set()
