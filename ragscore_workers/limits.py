@@ -82,10 +82,10 @@ def ended_by(deadline: float | None, futures: Iterable[Future[Any]]) -> Iterator
 
 
 class TaskCalls:
-    """The calls in flight of the tasks one worker thread runs, one task after another: those of a task its time limit
-    cut (:func:`ended_by`) run on, up to their HTTP timeout, while the thread's next task starts its own. A call takes
-    a place (:meth:`enter`) before it starts and gives it back (:meth:`leave`) when it truly ends, so that the
-    thread's calls stay within its task's ``concurrency``. One per thread: :meth:`of_this_thread`."""
+    """The calls in flight of the tasks of one queue one worker thread runs, one task after another: those of a task its
+    time limit cut (:func:`ended_by`) run on, up to their HTTP timeout, while the thread's next task starts its own. A
+    call takes a place (:meth:`enter`) before it starts and gives it back (:meth:`leave`) when it truly ends, so that
+    the thread's calls stay within its task's ``concurrency``. One per thread and queue: :meth:`of_this_thread`."""
 
     _local = threading.local()
 
@@ -94,12 +94,13 @@ class TaskCalls:
         self._freed = threading.Condition()
 
     @classmethod
-    def of_this_thread(cls) -> TaskCalls:
-        """The calls of the tasks the calling (worker) thread runs."""
-        calls: TaskCalls | None = getattr(cls._local, "calls", None)
-        if calls is None:
-            calls = cls._local.calls = cls()
-        return calls
+    def of_this_thread(cls, queue: str) -> TaskCalls:
+        """The calls of the ``queue`` tasks (judge, target) the calling (worker) thread runs: a worker consuming both
+        bounds each by its own tasks' ``concurrency``, a judge task never waiting on a target's calls."""
+        of_queue: dict[str, TaskCalls] = cls._local.__dict__.setdefault("of_queue", {})
+        if queue not in of_queue:
+            of_queue[queue] = cls()
+        return of_queue[queue]
 
     def enter(self, most: int, deadline: float | None) -> bool:
         """Take a place once fewer than ``most`` calls are in flight; False where ``deadline`` passed first."""
@@ -114,7 +115,7 @@ class TaskCalls:
         """A call ended: its place is free."""
         with self._freed:
             self._in_flight -= 1
-            self._freed.notify()
+            self._freed.notify_all()  # its waiters may want fewer in flight (a task of lower concurrency): each looks
 
 
 class SleepsPast(stop_base):

@@ -246,7 +246,8 @@ def run_jobs(
     lock = threading.Lock()
     cut = threading.Event()  # the deadline passed: a job ending later is not this chunk's, nor its row's progress
 
-    calls = TaskCalls.of_this_thread()  # with the calls its earlier task's cut left running: within concurrency
+    # this thread's calls in flight, with those its earlier task's cut left running: within concurrency
+    calls = TaskCalls.of_this_thread(Queue.JUDGE.value)
 
     def ask(index: int, job: Job) -> Verdict:
         if not calls.enter(params.concurrency, ctx.deadline):

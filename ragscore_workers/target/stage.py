@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..limits import TaskCalls, ended_by
 from ..providers.errors import exception_text, traceback_text
-from ..schemas import UNFILLED_PREFIX, Row, TargetConfig
+from ..schemas import UNFILLED_PREFIX, Queue, Row, TargetConfig
 from ..store import RunStore
 from ..unicode_text import valid_unicode
 from .client import TargetClient, build_target_client
@@ -87,7 +87,8 @@ def answer_chunk(
     unfilled: Counter[str] = Counter()  # of the answers stored (one another delivery stored first was counted there)
     unfilled_of: dict[str, list[str]] = {}  # per item key, the fields its answer left unfilled
     pool = ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo)), thread_name_prefix="target")
-    calls = TaskCalls.of_this_thread()  # with the calls its earlier task's cut left running: within concurrency
+    # this thread's calls in flight, with those its earlier task's cut left running: within concurrency
+    calls = TaskCalls.of_this_thread(Queue.TARGET.value)
     futures = {pool.submit(_answer, client, config, row, deadline, calls): asked[row.key] for row in todo}
     stored: set[Future[dict[str, Any]]] = set()
     try:
