@@ -75,7 +75,8 @@ class Outcome:
     #: alone, as a judge metric's item cut so does, and a resume runs it again.
     cut: bool = False
     #: The run stopped the point's judge before it answered (a budget, the breaker's count of failures, a cancel:
-    #: ``note`` says which): the point is ``not_run``, left out of the item's score as unscorable, not an error.
+    #: ``note`` says which): the point is ``not_run``, not an error; a scored one makes its item stopped (unscorable,
+    #: a resume runs it again), not scored on its other points.
     stopped: bool = False
 
     @classmethod

@@ -421,8 +421,9 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
     """Score = passed weight / total weight over scored points; per-category ratios in ``categories``.
 
     A scored point that could not be evaluated (status ``error``) makes the item an error, with every point's
-    result still in the details. A point the run stopped (``not_run``, ``figures.stopped``: its judge's budget or
-    breaker) is left out; an item with no other point to score is stopped (unscorable; a resume runs it again)."""
+    result still in the details. A scored point the run stopped (``not_run``, ``figures.stopped``: its judge's budget,
+    breaker or a cancel) makes the item stopped (unscorable, a resume runs it again), never scored on its other points
+    alone, as a two-judge metric is never scored on one rating; an informational one changes nothing."""
     scored = [r for r in results if not r["informational"] and r["status"] != "not_run"]
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in scored:
@@ -442,7 +443,7 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
         details["errors"] = [r["id"] for r in errored]
         return MetricResult(score=None, error=f"point {errored[0]['id']}: {errored[0]['note']}{more}", details=details)
     stopped = [r for r in results if not r["informational"] and r["figures"].get("stopped")]
-    if stopped and not scored:  # nothing left to score: unscorable, as a judge metric's item the run stopped
+    if stopped:  # unscorable, as a judge metric's item the run stopped: not a score without that point
         return MetricResult.stopped(f"point {stopped[0]['id']}: {stopped[0]['note']}", **details)
     return MetricResult(score=_ratio(scored), passed=all(r["passed"] for r in scored), details=details)
 

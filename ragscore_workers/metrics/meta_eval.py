@@ -14,8 +14,9 @@ The meta point passes when at least ``pass_share`` of the kept points pass (a ju
 proposes no point: passes, nothing was called for). A judge error (a refused key, a model the provider lacks
 included) or a reply with no JSON is an ``error`` point with the reason in the note: the answer is not at fault, so
 a scored meta point then gives the item an error rather than a score. A judge the run stopped (its budget, the
-circuit breaker's count of failures) is no fault of the answer nor of the judge: the point is ``not_run``, left out
-of the item's score (unscorable), its note saying why. Make it ``informational`` to report the
+circuit breaker's count of failures, a cancel) is no fault of the answer nor of the judge: the point is ``not_run``,
+its note saying why, and a scored one makes the item stopped (unscorable: never scored on its other points alone; a
+resume runs it again). Make it ``informational`` to report the
 extra points without scoring them. A point its judge task's time limit cut gives the item that limit's error,
 informational or not, as every judge metric's item so cut: a resume asks again.
 """

@@ -110,28 +110,34 @@ def test_meta_eval_proposes_validates_runs_and_reports_extra_points_apart(
     assert "at most 2 extra checks" in PROMPTS[0]
 
 
-def test_a_meta_eval_point_whose_judge_the_run_stopped_is_left_out_of_the_score_not_an_error(
+def test_a_meta_eval_point_whose_judge_the_run_stopped_makes_its_item_stopped_not_an_error_nor_a_partial_score(
     fake: FakeProvider, redis_server: RedisProcess
 ) -> None:
     """A scored meta_eval point whose judge call its budget refused (as the breaker's count would stop it) is
-    ``not_run``, its note saying why: the item is scored on its other points, and an item with no other point is
-    stopped (unscorable, a resume runs it again), never an error. Seen failing before: both items were errors
-    ("point meta: meta_eval: budget reached: ..."), counted against the run as the judge's failure."""
+    ``not_run``, its note saying why, and its item is stopped (a resume runs it again), never an error nor scored on
+    its other points alone; an informational one so stopped changes nothing. Seen failing before: the items were
+    errors ("point meta: meta_eval: budget reached: ..."), counted against the run as the judge's failure; then the
+    item with an author's point beside it was scored 1.0 on that point alone, and a resume never asked its judge."""
     meta = {"id": "meta", "type": "meta_eval", "params": {"max_tokens_total": 1}}  # no call fits the budget
     rows = [
         {"id": "a", "question": "What is entropy?", "answer": "Entropy is a measure of disorder.",
          "checks": [AUTHOR, meta]},
         {"id": "b", "question": "What is heat?", "answer": "Heat is energy.", "checks": [meta]},
+        {"id": "c", "question": "What is work?", "answer": "Work is entropy's cousin.",
+         "checks": [AUTHOR, meta | {"informational": True}]},
     ]  # fmt: skip
-    a, b = _score(rows, _suite(fake), redis_server.url)
+    a, b, c = _score(rows, _suite(fake), redis_server.url)
 
-    stopped = _point(a, "meta")
-    assert (stopped["status"], stopped["passed"]) == ("not_run", None)
-    assert stopped["note"].startswith("meta_eval not scored: budget reached: the next judge call could pass the token")
-    assert a["checks"].error is None and a["checks"].score == 1.0 and a["checks"].details["not_run"] == ["meta"]
-    assert b["checks"].error is None and b["checks"].score is None
-    details = b["checks"].details
-    assert details["stopped"] and details["reason"].startswith("point meta: meta_eval not scored: budget reached")
+    for item in (a, b):
+        stopped = _point(item, "meta")
+        assert (stopped["status"], stopped["passed"]) == ("not_run", None)
+        assert stopped["note"].startswith("meta_eval not scored: budget reached: the next judge call could pass the")
+        result = item["checks"]
+        assert (result.error, result.score, result.passed) == (None, None, None), result
+        assert result.details["stopped"] and result.details["not_run"] == ["meta"]
+        assert result.details["reason"].startswith("point meta: meta_eval not scored: budget reached"), result.details
+    assert _point(a, "term")["status"] == "passed"  # every point's result kept in the details
+    assert (c["checks"].error, c["checks"].score, _point(c, "meta")["status"]) == (None, 1.0, "not_run")
     assert fake.stats().get("requests", 0) == 0
 
 
