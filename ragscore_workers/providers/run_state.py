@@ -558,7 +558,9 @@ class RunJudgeState:
             return ORPHANED_REASON
         with self._stop_lock:
             if not self._stop_is_final() and time.monotonic() - self._stop_read_at >= STOP_READ_EVERY_S:
-                self._stopped = self._read_stop_reason()
+                # the count's reason read again only to be replaced (a run stopper's, a cancel): never undone by a
+                # resume's closing the breaker while this generation's task still runs
+                self._stopped = self._read_stop_reason() or self._stopped
                 self._stop_read_at = time.monotonic()
             return self._stopped
 

@@ -34,7 +34,7 @@ from ragscore_workers.providers import (
 )
 from ragscore_workers.providers.inflight import LEASE_S
 from ragscore_workers.providers.ratelimit import RedisLimiter
-from ragscore_workers.providers.run_state import HOLD_MARGIN_S
+from ragscore_workers.providers.run_state import HOLD_MARGIN_S, STOP_READ_EVERY_S
 from ragscore_workers.schemas import JudgeConfig
 
 from ..fakes import FakeProvider
@@ -368,6 +368,24 @@ def test_a_refused_key_coming_back_after_the_breakers_count_opened_it_still_stop
     assert [(s.misconfigured, str(s)) for s in (refused.value, *stops)] == [(True, reason)] * 3
     assert client.state.read()["breaker"] == reason
     assert fake.stats()["requests"] == 4  # none after the breaker opened
+
+
+def test_a_breaker_its_count_opened_stays_open_for_a_task_that_read_it_though_a_resume_closes_it(
+    rclient: redis.Redis, fake: FakeProvider, model: str
+) -> None:
+    """A client whose call read the breaker its count of failures opened keeps that stop (a stop once read stays
+    within a run generation: a resume's tasks build their own state), though it reads the breaker again each second
+    (a refused key may still make it a run stopper's) and a resume closed it meanwhile. Seen failing before: the
+    re-read found the breaker closed, and the old generation's task judged again beside the resume's."""
+    client = _client(rclient, fake, model, attempts=1, breaker=3)
+    stop = _open_the_breaker_with_500s(client, fake, 3)
+    state = client.state
+    rclient.hdel(state.key, state.breaker_field, state.failing_field)  # as a resume's reset_breakers closes it
+    time.sleep(STOP_READ_EVERY_S * 2)  # the next call reads the breaker again
+    with pytest.raises(JudgeStopped) as again:
+        _ask(client, "item after the resume closed it")
+    assert str(again.value) == str(stop) and not again.value.misconfigured
+    assert fake.stats()["requests"] == 3
 
 
 def test_a_success_resets_the_breakers_count(rclient: redis.Redis, fake: FakeProvider, model: str) -> None:
