@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,20 @@ N = 8
 #: Seconds of the target soft time limit of the test's worker (tests/short_limit_worker.py; its app is never imported
 #: here: it would shorten ours).
 SOFT_S = 3
+
+
+@contextmanager
+def _target_and_scorer(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A Redis, a target worker of one thread with its soft limit of :data:`SOFT_S` and a cpu worker, stopped after."""
+    server = RedisProcess(tmp_path / "redis").start()
+    target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S)
+    scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
+    try:
+        yield server
+    finally:
+        target.stop()
+        scorer.stop()
+        server.stop()
 
 
 def _asked(rag: FakeRag, since: int = 0) -> list[str]:
@@ -381,35 +397,26 @@ def test_a_target_workers_thread_asks_no_more_than_its_concurrency_though_a_cut_
     question: the first chunk's cut leaves its 2 in flight, and the thread's next chunk asks none beside them (the
     target never sees more than 2 at once); its questions store the time limit's error. Seen failing before: the next
     chunk asked its 2 beside the 2 held, 4 in flight."""
-    server = RedisProcess(tmp_path / "redis").start()
-    target = short_limit_worker(server.url, "target", tmp_path / "w", SOFT_S, concurrency=1)
-    scorer = WorkerProcess(server.url, "cpu", tmp_path / "w", concurrency=1).start()
-    try:
-        with FakeRag() as rag:
-            rag.hold = held = threading.Event()  # every question is answered once the test says so: past both cuts
-            suite: dict[str, Any] = {
-                "metrics": ["verbatim"],
-                "targets": [{"system": "held", "url": rag.url("held"), "concurrency": 2, "cache": False,
-                             "request": {"question": "{question}"},
-                             "response": {"contexts": "contexts[*].text", "citations": "citations"}}],
-                "chunk_size": {"target": 2},
-            }  # fmt: skip
-            store = connect(server.url)
-            try:
-                sub = submit(write_jsonl(tmp_path / "q.jsonl", questions(4)), load_suite(suite), store)
-                keys = [f"held::q{i}" for i in range(4)]  # one shard, its two target chunks
+    with _target_and_scorer(tmp_path) as server, FakeRag() as rag:
+        rag.hold = held = threading.Event()  # every question is answered once the test says so: past both cuts
+        suite: dict[str, Any] = {
+            "metrics": ["verbatim"],
+            "targets": [{"system": "held", "url": rag.url("held"), "concurrency": 2, "cache": False,
+                         "request": {"question": "{question}"},
+                         "response": {"contexts": "contexts[*].text", "citations": "citations"}}],
+            "chunk_size": {"target": 2},
+        }  # fmt: skip
+        store = connect(server.url)
+        try:
+            sub = submit(write_jsonl(tmp_path / "q.jsonl", questions(4)), load_suite(suite), store)
+            keys = [f"held::q{i}" for i in range(4)]  # one shard, its two target chunks
 
-                def cut() -> bool:
-                    answers = store.answers(sub.run_id, 0, keys).values()
-                    return len(answers) == 4 and all(a.get("error") == TIME_LIMIT_ERROR for a in answers)
+            def cut() -> bool:
+                answers = store.answers(sub.run_id, 0, keys).values()
+                return len(answers) == 4 and all(a.get("error") == TIME_LIMIT_ERROR for a in answers)
 
-                assert until(cut, 120), store.answers(sub.run_id, 0, keys)
-                assert len(rag.requests) == 2, rag.requests  # the first chunk's, held: nothing asked beside them
-            finally:
-                held.set()
-            result = wait(store, sub.run_id, timeout_s=300)
-    finally:
-        target.stop()
-        scorer.stop()
-        server.stop()
-    assert result.state == RunState.FINISHED
+            assert until(cut, 120), store.answers(sub.run_id, 0, keys)
+            assert len(rag.requests) == 2, rag.requests  # the first chunk's, held: nothing asked beside them
+        finally:
+            held.set()
+        assert wait(store, sub.run_id, timeout_s=300).state == RunState.FINISHED
