@@ -6,7 +6,8 @@ surrounding whitespace ignored, duplicates counted once):
 * precision = |G ∩ P| / |P|, recall = |G ∩ P| / |G|, F1 = 2·p·r / (p + r) (0 when p + r = 0);
 * a row without gold evidence (field absent or empty) is unscorable: there is nothing to find;
 * an empty prediction scores 0 on all three; an absent ``evidence_sentences`` field is unscorable
-  (:func:`no_evidence`: by design, ``no evidence_sentences``, in a row an LLM alone answered).
+  (:func:`no_evidence`: by design, ``no evidence_sentences``, in a row an LLM alone answered or whose retrieval found
+  nothing).
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ def id_set(ids: Iterable[str]) -> set[str]:
 
 
 def no_evidence(row: Row) -> MetricResult:
-    """A row without ``evidence_sentences``, unscorable: by design where an LLM alone answered it
-    (``Row.answered_alone``: it retrieved no document whose sentences it could name), else for lack of them."""
-    return MetricResult.unscorable(NO_EVIDENCE if row.answered_alone else f"{NO_EVIDENCE} (predicted sentence IDs)")
+    """A row without ``evidence_sentences``, unscorable: by design where it retrieved no document whose sentences it
+    could name (an LLM alone answered it, ``Row.answered_alone``, or, without contexts, its retrieval found nothing,
+    ``Row.sourceless``: ``recall_at_k`` scores that 0, as ``verbatim`` leaves it ``no contexts``), else for lack of
+    them."""
+    by_design = row.answered_alone or row.sourceless
+    return MetricResult.unscorable(NO_EVIDENCE if by_design else f"{NO_EVIDENCE} (predicted sentence IDs)")
 
 
 def prf(gold: set[str], predicted: set[str]) -> tuple[float, float, float]:

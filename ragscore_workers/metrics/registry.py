@@ -57,8 +57,8 @@ OPTIONAL_FIELDS = {"contexts": "a system that retrieves nothing, an LLM alone, h
 #: ``recall_at_k``'s reason for a row that a target returning no contexts nor doc ids answered without retrieved ids
 #: (``Row.answered_alone``: an LLM alone's, which retrieves nothing by design).
 NO_RETRIEVED_IDS = "no retrieved_doc_ids"
-#: ``citation``'s and ``evidence_overlap``'s reason for such a row without ``evidence_sentences``: an LLM alone has
-#: retrieved no document whose sentences it could name.
+#: ``citation``'s and ``evidence_overlap``'s reason for such a row without ``evidence_sentences``, or for one without
+#: contexts whose retrieval found nothing (``Row.sourceless``): it retrieved no document whose sentences it could name.
 NO_EVIDENCE = "no evidence_sentences"
 #: The reasons a metric gives a row that lacks a field a system may lack by design (``no contexts``,
 #: :data:`NO_RETRIEVED_IDS` and :data:`NO_EVIDENCE`): the gates and ``ragscore compare`` do not fail an output every

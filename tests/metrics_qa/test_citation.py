@@ -44,6 +44,33 @@ def test_an_llm_alones_row_without_evidence_is_unscorable_by_design() -> None:
     assert evidence_overlap(lacking, EvidenceParams()).details["reason"] == f"{NO_EVIDENCE} (predicted sentence IDs)"
 
 
+def test_a_row_whose_retrieval_found_nothing_is_unscorable_by_design_and_no_run_error() -> None:
+    """``retrieved_doc_ids: []`` without contexts (``Row.sourceless``: the system cited nothing, retrieving nothing)
+    and no evidence_sentences: recall_at_k scores it 0, but citation and evidence_overlap left it unscorable for 'no
+    evidence_sentences (predicted sentence IDs)', a failing reason the gates fail the run for. It is by design, as
+    verbatim's 'no contexts' of such a row: no run error where another output scored. A row that retrieved contexts
+    keeps the failing reason."""
+    from orchestrator.gates import incomplete
+    from ragscore_workers.aggregate import summarize
+    from ragscore_workers.metrics.retrieval import RecallParams, recall_at_k
+    from ragscore_workers.schemas import ItemResult
+
+    found_nothing = Row(id="x", gold_doc_id="d1", retrieved_doc_ids=[], gold_evidence_sentences=["S1"])
+    reasons = {r.details["reason"] for r in citation(found_nothing, NoParams()).values()}
+    assert reasons == {NO_EVIDENCE}, reasons
+    assert evidence_overlap(found_nothing, EvidenceParams()).details["reason"] == NO_EVIDENCE
+    assert recall_at_k(found_nothing, RecallParams())["recall_at_1"].score == 0.0
+    items = [ItemResult(id=f"q{i}", metrics=citation(found_nothing, NoParams()) | recall_at_k(found_nothing,
+             RecallParams())) for i in range(2)]  # fmt: skip
+    summary = summarize("r1", items)
+    assert summary.metrics["citation_f1"].unscorable == 2 and summary.metrics["recall_at_1"].n == 2
+    assert incomplete(summary) is None
+    quoted = found_nothing.model_copy(update={"contexts": Row(id="y", contexts=["S1 text."]).contexts})
+    assert {r.details["reason"] for r in citation(quoted, NoParams()).values()} == {
+        f"{NO_EVIDENCE} (predicted sentence IDs)"
+    }
+
+
 def test_ids_are_sets_of_stripped_strings() -> None:
     # duplicates and padding count once: P = {S2, S3} -> p = 1/2, r = 1/1, F1 = 2/3
     p, r, f1 = _scores(["S2"], [" S2", "S2", "S3 "])
