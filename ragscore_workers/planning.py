@@ -145,8 +145,8 @@ class ResolvedSuite:
         marked = self._marked(alone)
         lacking = self._alone_lack(fields_seen, marked)
         systems = self._systems_lacking(fields_seen, alone)
-        said = self._system_warnings(systems) if systems else self._alone_warning(lacking, marked)
         fields_seen = self._with_filled(fields_seen) | self._by_design(lacking, marked)
+        said = self._system_warnings(systems, fields_seen) if systems else self._alone_warning(lacking, marked)
         return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             f"comes from): {_column_misspelling((field,), columns_seen) or 'is it a column named otherwise?'}"
@@ -201,27 +201,33 @@ class ResolvedSuite:
             return []
         return [rows for rows in alone.systems if not rows.seen.intersection(RETRIEVAL_FIELDS)]
 
-    def _system_warnings(self, lacking: list[SystemRows]) -> list[str]:
+    def _system_warnings(self, lacking: list[SystemRows], fields_seen: set[str]) -> list[str]:
         """One warning per system of ``lacking`` (:meth:`_systems_lacking`) naming the suite's metrics that will be
         unscorable for its rows, by design, and those that score them 0 (``scores_without``: ``recall_at_k`` scores a
         row without retrieved ids as a retrieval that found nothing, unless the row is marked :data:`NO_RETRIEVAL`);
-        none for a system no metric of the suite reads so. The first :data:`MAX_SYSTEMS_SAID` systems, then a count."""
-        said = [line for rows in lacking if (line := self._system_warning(rows))]
+        none for a system no metric of the suite reads so. Only of what other rows of the dataset give (its
+        ``fields_seen``): a field no row has, and a metric that scores no row of the dataset, are said of the dataset
+        as a whole, once. The first :data:`MAX_SYSTEMS_SAID` systems, then a count."""
+        scored = self._scoring_somewhere(fields_seen)
+        said = [line for rows in lacking if (line := self._system_warning(rows, fields_seen, scored))]
         if len(said) <= MAX_SYSTEMS_SAID:
             return said
         return [*said[:MAX_SYSTEMS_SAID], f"{counted(len(said) - MAX_SYSTEMS_SAID, 'more system')} give no contexts "
                 "nor retrieved_doc_ids, where other systems' rows do: the same holds of their rows"]  # fmt: skip
 
-    def _system_warning(self, rows: SystemRows) -> str | None:
-        """:meth:`_system_warnings`' line of one system's ``rows``: the metrics that will be unscorable for them, for
-        lack of what they lack (:func:`_lacked`; by design where every row is marked :data:`NO_RETRIEVAL`), and those
-        that score them 0 instead (``scores_without``, of rows not so marked); None where no metric reads what they
-        lack."""
+    def _system_warning(self, rows: SystemRows, fields_seen: set[str], scored: set[str]) -> str | None:
+        """:meth:`_system_warnings`' line of one system's ``rows``: the metrics (of those ``scored``, which some row of
+        the dataset meets every requirement of) that will be unscorable for them, for lack of what they lack and other
+        rows give (:func:`_lacked`, of ``fields_seen``; by design where every row is marked :data:`NO_RETRIEVAL`), and
+        those that score them 0 instead (``scores_without``, of rows not so marked); None where no metric reads what
+        they lack."""
         marked = rows.marked == rows.rows
-        lacking = _lacked(rows.seen)
+        lacking = _lacked(rows.seen) & fields_seen
         unscorable: dict[str, set[str]] = {}
         zeroed = []
         for m, _ in self.metrics:
+            if m.name not in scored:
+                continue
             read = lacking.intersection((*m.needs, *(m.scores_without if marked else ())))
             if read:
                 unscorable[m.name] = read
@@ -275,6 +281,12 @@ class ResolvedSuite:
     def filled_fields(self) -> set[str]:
         """The row fields the suite's targets fill (their ``response`` map names it): no dataset column."""
         return _filled_by(self.targets)
+
+    def _scoring_somewhere(self, fields_seen: set[str]) -> set[str]:
+        """The names of the metrics some row of the dataset may be scored by: no requirement of theirs that no row
+        meets (:meth:`_absent_needs`)."""
+        unscored = {name for names in self._absent_needs(fields_seen).values() for name in names}
+        return {m.name for m, _ in self.metrics} - unscored
 
     def _absent_needs(self, fields_seen: set[str]) -> dict[tuple[str, ...], list[str]]:
         """Requirement no row meets (``MetricDef.requirements``: none of its fields seen) -> the metrics with it."""

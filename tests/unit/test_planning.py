@@ -106,3 +106,33 @@ def test_a_mixed_dataset_says_once_per_system_what_its_llm_alone_rows_lack(tmp_p
     assert _scanned_warnings(tmp_path, _mixed({NO_RETRIEVAL: True}), ["exact_match"]) == []
     found_nothing = _scanned_warnings(tmp_path, _mixed({"retrieved_doc_ids": []}), metrics)
     assert not [w for w in found_nothing if "system 'llm'" in w], found_nothing  # retrieval ran: no LLM alone
+
+
+def test_a_systems_line_leaves_what_no_row_of_the_dataset_has_to_the_datasets_line(tmp_path: Path) -> None:
+    """No row of a mixed dataset has evidence_sentences: the LLM alone's line said citation will be unscorable for its
+    rows "by design" beside the dataset's "no row has 'evidence_sentences'" line, which says citation scores no item
+    at all. A system's line names only what other rows give; a metric that scores no row of the dataset (no
+    gold_doc_id anywhere: recall_at_k) is not said to score its rows 0."""
+    gold = {"gold_evidence_sentences": ["1"]}
+    rows = [row | gold for row in _mixed({NO_RETRIEVAL: True})]
+    warnings = _scanned_warnings(tmp_path, rows, ["exact_match", "recall_at_k", "citation"])
+    assert warnings == [
+        "system 'llm': 2 rows give no contexts nor retrieved_doc_ids where other systems' rows do (marked "
+        "'ragscore:no_retrieval': an LLM alone): recall_at_k will be unscorable for them, by design (no "
+        "retrieved_doc_ids)",
+        "no row has 'evidence_sentences', which citation needs: it will score no item (is it a column named "
+        "otherwise?)",
+    ], warnings
+    cited = [row | {"evidence_sentences": ["1"]} if row["system"] == "rag" else row for row in rows]
+    said = _scanned_warnings(tmp_path, cited, ["exact_match", "recall_at_k", "citation"])
+    assert said == [warnings[0].replace("recall_at_k will", "recall_at_k, citation will").replace(
+        "(no retrieved_doc_ids)", "(no retrieved_doc_ids or no evidence_sentences)")], said  # fmt: skip
+    goldless = [{k: v for k, v in row.items() if k != "gold_doc_id"} for row in _mixed({})]
+    said = _scanned_warnings(tmp_path, goldless, ["exact_match", "recall_at_k", "context_relevance"])
+    assert [w for w in said if "system 'llm'" in w] == [
+        "system 'llm': 2 rows give no contexts nor retrieved_doc_ids where other systems' rows do (an LLM alone?): "
+        "context_relevance will be unscorable for them (no contexts)"
+    ], said
+    assert [w for w in said if "recall_at_k" in w] == [
+        "no row has 'gold_doc_id', which recall_at_k needs: it will score no item (is it a column named otherwise?)"
+    ], said
