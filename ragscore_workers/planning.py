@@ -346,18 +346,26 @@ def _absent(fields: tuple[str, ...], fields_empty: set[str]) -> str:
 
 
 def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_empty: set[str]) -> str:
-    """How an absent requirement's warning ends: the dataset's column that holds code where ``code`` is wanted
-    (:func:`code_column_note`), else the question whether a column is named otherwise (not of fields rows give
-    empty: the column is there), after why that is no failure for a field a system may lack by design
-    (``OPTIONAL_FIELDS``) where other metrics score."""
-    if typo := _column_misspelling(fields, columns_seen):
-        return f" ({typo})"
-    note = code_column_note(columns_seen) if "code" in fields else ""
-    misnamed = "" if fields_empty.issuperset(fields) else "; or is it a column named otherwise?"
+    """How an absent requirement's warning ends: the dataset's column that is the field's name misspelt
+    (:func:`_column_misspelling`), the column that holds code where ``code`` is wanted (:func:`code_column_note`),
+    else the question whether a column is named otherwise (not of fields rows give empty: the column is there); for a
+    field a system may lack by design (``OPTIONAL_FIELDS``), after why that is no failure where other metrics score."""
+    typo = _column_misspelling(fields, columns_seen)
     if _optional(fields):
         why = "; ".join(OPTIONAL_FIELDS[f] for f in fields)
-        return f" ({why}: no failure where other metrics score{misnamed})"
-    return note or " (is it a column named otherwise?)"
+        return f" ({why}: no failure where other metrics score{_columns_asked(fields, typo, fields_empty)})"
+    if typo:
+        return f" ({typo})"
+    return (code_column_note(columns_seen) if "code" in fields else "") or " (is it a column named otherwise?)"
+
+
+def _columns_asked(fields: tuple[str, ...], typo: str, fields_empty: set[str]) -> str:
+    """What the warning of an absent field a system may lack by design says of the dataset's columns after why that
+    is no failure: the misspelt column to rename (``typo``, :func:`_column_misspelling`), else whether one is named
+    otherwise (not of fields rows give empty: the column is there)."""
+    if typo:
+        return f"; but {typo}"
+    return "" if fields_empty.issuperset(fields) else "; or is it a column named otherwise?"
 
 
 def _column_misspelling(fields: tuple[str, ...], columns_seen: set[str]) -> str:

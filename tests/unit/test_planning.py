@@ -136,3 +136,19 @@ def test_a_systems_line_leaves_what_no_row_of_the_dataset_has_to_the_datasets_li
     assert [w for w in said if "recall_at_k" in w] == [
         "no row has 'gold_doc_id', which recall_at_k needs: it will score no item (is it a column named otherwise?)"
     ], said
+
+
+def test_a_misspelt_contexts_column_is_named_beside_why_no_contexts_is_no_failure() -> None:
+    """A ``contxts`` column: the warning named the misspelling but dropped why a dataset without contexts is no
+    failure where other metrics score (an LLM alone has none), which it says without the misspelling. It says both."""
+    resolved = load_suite({"metrics": ["context_relevance", "exact_match"]})
+    fields = {"id", "question", "answer", "reference"}
+    warnings = resolved.pre_run_warnings(fields, {"contxts"}, set())
+    assert warnings == [
+        "no row has 'contexts', which context_relevance needs: it will score no item (a system that retrieves "
+        "nothing, an LLM alone, has none: no failure where other metrics score; but the dataset's column 'contxts' is "
+        "no row field: rename it 'contexts')"
+    ], warnings
+    assert resolved.pre_run_warnings(fields, set(), set()) == [warnings[0].split("; but")[0] + "; or is it a column "
+                                                               "named otherwise?)"]  # fmt: skip
+    assert resolved.scoreless(fields) == []  # no failure, misspelt or not
