@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from celery import chord
 from celery.canvas import Signature
@@ -63,6 +63,16 @@ DEFAULT_SHARD_ROWS = 10_000
 #: Questions per shard of a target run: its scoring starts when its shard's target calls are done, so
 #: smaller shards let scoring overlap the (rate-limited) target stage sooner.
 TARGET_SHARD_ROWS = 1_000
+
+
+class AloneLack(NamedTuple):
+    """What an LLM alone's rows lack (``ResolvedSuite._alone_lacks``): the rows marked so that count (``marked``), the
+    fields they, or a target's that returns none, lack (``lacking``), and those every row lacks by design
+    (``by_design``: ``lacking`` where every row or target is an LLM alone's, else none)."""
+
+    marked: AloneRows
+    lacking: set[str]
+    by_design: set[str]
 
 
 @dataclass(frozen=True)
@@ -142,11 +152,10 @@ class ResolvedSuite:
         column); ``alone``: the rows marked as an LLM alone's (:class:`AloneRows`). The retrieval fields that the
         rows of a target returning none, or rows so marked, lack are said once of them (:meth:`_alone_warning`);
         where every target or row is such, not again as a column named otherwise."""
-        marked = self._marked(alone)
-        lacking = self._alone_lack(fields_seen, marked)
+        lack = self._alone_lacks(fields_seen, alone)
         systems = self._systems_lacking(fields_seen, alone)
-        fields_seen = self._with_filled(fields_seen) | self._by_design(lacking, marked)
-        said = self._system_warnings(systems, fields_seen) if systems else self._alone_warning(lacking, marked)
+        fields_seen = self._with_filled(fields_seen) | lack.by_design
+        said = self._system_warnings(systems, fields_seen) if systems else self._alone_warning(lack)
         return said + [
             f"no row has {field!r}, which {m.name} scores as absent (a score, not unscorable, as in the framework it "
             f"comes from): {_column_misspelling((field,), columns_seen) or 'is it a column named otherwise?'}"
@@ -157,6 +166,14 @@ class ResolvedSuite:
             + _otherwise_named(fields, columns_seen, fields_empty)
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
+
+    def _alone_lacks(self, fields_seen: set[str], alone: AloneRows | None) -> AloneLack:
+        """What an LLM alone's rows lack, of the rows ``alone`` marked so (:meth:`_marked`: those that count) or of the
+        suite's targets that return none: the fields (:meth:`_alone_lack`) and those every row lacks by design
+        (:meth:`_by_design`)."""
+        marked = self._marked(alone)
+        lacking = self._alone_lack(fields_seen, marked)
+        return AloneLack(marked, lacking, self._by_design(lacking, marked))
 
     def _marked(self, alone: AloneRows | None) -> AloneRows:
         """The rows marked as an LLM alone's that count: none where the suite has targets, which answer every row anew
@@ -180,10 +197,11 @@ class ResolvedSuite:
             return set()
         return _lacked(fields_seen | _filled_by(self.alone_targets))
 
-    def _alone_warning(self, lacking: set[str], marked: AloneRows) -> list[str]:
-        """One warning naming the targets that return no contexts (or the rows ``marked`` as theirs) and the suite's
-        metrics that will be unscorable for their rows for lack of ``lacking`` (:meth:`_alone_lack`); none where no
-        metric reads them."""
+    def _alone_warning(self, lack: AloneLack) -> list[str]:
+        """One warning naming the targets that return no contexts (or the rows marked as theirs, ``lack.marked``) and
+        the suite's metrics that will be unscorable for their rows for lack of ``lack.lacking`` (:meth:`_alone_lacks`);
+        none where no metric reads them."""
+        marked, lacking = lack.marked, lack.lacking
         read = {m.name: lacking.intersection((*m.needs, *m.scores_without)) for m, _ in self.metrics}
         names = [name for name, fields in read.items() if fields]
         if not names:
@@ -268,8 +286,7 @@ class ResolvedSuite:
         unscored = [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
         if len(unscored) == len(self.metrics):  # the run would score nothing at all: no result to pass
             return unscored
-        marked = self._marked(alone)
-        by_design = self._by_design(self._alone_lack(fields_seen, marked), marked)
+        by_design = self._alone_lacks(fields_seen, alone).by_design
         failing = {name for fields, names in absent.items() if not (_optional(fields) or by_design.issuperset(fields))
                    for name in names}  # fmt: skip
         return [name for name in unscored if name in failing]

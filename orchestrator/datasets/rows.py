@@ -254,9 +254,22 @@ MAX_LINKS_SHOWN = 3
 def links_outside(folder: Path) -> list[tuple[Path, Path]]:
     """The files of dataset folder ``folder`` (:func:`dataset_files`) that are links to a file outside it, each with
     the file it leads to: read as that file (a data lake's, git-annex's or DVC's links are the data itself), and said
-    (:meth:`DatasetScan.warnings`), as what is read is not what the folder holds."""
+    (:meth:`DatasetScan.warnings`), as what is read is not what the folder holds. Only a file reached through a link
+    (:func:`_through_link`) is resolved: a plain file costs an ``lstat`` of each step of its path within the folder,
+    not a walk of its whole path."""
     root = folder.resolve()
-    return [(path, target) for path in dataset_files(folder) if not (target := path.resolve()).is_relative_to(root)]
+    linked = (path for path in dataset_files(folder) if _through_link(path, folder))
+    return [(path, target) for path in linked if not (target := path.resolve()).is_relative_to(root)]
+
+
+def _through_link(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (a file of dataset folder ``folder``), or a folder above it within ``folder``, is a link."""
+    for here in (path, *path.parents):
+        if here == folder:
+            return False
+        if here.is_symlink():
+            return True
+    return False
 
 
 @dataclass

@@ -379,6 +379,7 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
     said at once (:func:`~ragscore_workers.errors.raise_problems`: a lone one as it is), then the checks across the
     metrics (outputs written twice, a derived metric's inputs), which need them all."""
     names = [spec.name for spec in suite.metrics]
+    firsts = _first_entries(names)
     problems: list[Problem] = []
     written: list[tuple[MetricDef, BaseModel, list[str]]] = []
     for index, spec in enumerate(suite.metrics):
@@ -389,21 +390,29 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
         except ConfigError as exc:
             exc.loc = ("metrics", index, *exc.loc)
             # an unknown name listed again is said unknown once (and listed twice, below)
-            if not (isinstance(exc, UnknownMetricError) and spec.name in names[:index]):
+            if not (isinstance(exc, UnknownMetricError) and firsts[spec.name] < index):
                 problems.append((place(("metrics", index), {"metrics": names}), exc))
-    problems += _listed_twice(names)
+    problems += _listed_twice(names, firsts)
     raise_problems(problems)
     raise_problems(_across_metrics([(mdef, outputs) for mdef, _, outputs in written]))
     return [(mdef, params) for mdef, params, _ in written]
 
 
-def _listed_twice(names: list[str]) -> list[Problem]:
+def _first_entries(names: list[str]) -> dict[str, int]:
+    """Each metric name of the suite -> the index of its first entry."""
+    firsts: dict[str, int] = {}
+    for index, name in enumerate(names):
+        firsts.setdefault(name, index)
+    return firsts
+
+
+def _listed_twice(names: list[str], firsts: dict[str, int]) -> list[Problem]:
     """A problem for every entry of a metric the suite listed before (the second, the third ...), at that entry,
-    naming the first, in the suite's order."""
+    naming the first (``firsts``: :func:`_first_entries` of ``names``), in the suite's order."""
     return [(place(("metrics", again), {"metrics": names}), ConfigError(
                 f"Metric listed twice in the suite: {name}: list each metric once", loc=("metrics", again),
-                first=("metrics", names.index(name))))
-            for again, name in enumerate(names) if name in names[:again]]  # fmt: skip
+                first=("metrics", firsts[name])))
+            for again, name in enumerate(names) if firsts[name] < again]  # fmt: skip
 
 
 def _across_metrics(written: list[tuple[MetricDef, list[str]]]) -> list[Problem]:

@@ -305,6 +305,20 @@ def test_a_lone_metric_problem_said_with_a_targets_is_named_by_its_place() -> No
     assert str(alone.value).startswith("Unknown metric 'exact_mach'. Did you mean 'exact_match'?"), alone.value
 
 
+def test_each_repeat_of_a_long_metric_list_names_its_own_first_entry() -> None:
+    """A long suite of repeats (each of three metrics listed 100 times, and an unknown one): every repeat is said at
+    its entry, naming its own metric's first entry, in the suite's order; the unknown name is said unknown once."""
+    names = ["exact_match", "recall_at_k", "exact_mach", "quality_checks"] * 100
+    with pytest.raises(SuiteProblems) as info:
+        load_suite({"metrics": names})
+    errors = info.value.errors
+    assert len(errors) == 1 + len(names) - 4, len(errors)
+    assert errors[0].loc == ("metrics", 2) and "Unknown metric 'exact_mach'" in str(errors[0])
+    repeats = errors[1:]
+    assert [e.loc for e in repeats] == [("metrics", index) for index in range(4, len(names))]
+    assert [e.first for e in repeats] == [("metrics", index % 4) for index in range(4, len(names))]
+
+
 def test_an_unknown_metric_listed_twice_is_said_unknown_once() -> None:
     """``[exact_mach, exact_mach]`` said the same "Unknown metric ... Known metrics: <all of them>" for each item, then
     that it was listed twice: the unknown name is said once, the duplicate once."""
