@@ -66,6 +66,9 @@ class AloneRows:
     rows: int = 0
     every: bool = False
     systems: tuple[SystemRows, ...] = ()
+    #: Whether every row of the dataset lacks ``evidence_sentences`` by design where it lacks them (marked, or without
+    #: contexts saying its retrieval found nothing: ``Row.evidence_unnamed_by_design``), as ``citation`` reads it.
+    evidence_by_design: bool = False
 
     def said(self) -> tuple[str, str]:
         """How the pre-run warning names these rows, and them again (``ResolvedSuite._alone_warning``)."""

@@ -281,15 +281,22 @@ class ResolvedSuite:
         """The metrics that will score no item because no row meets a requirement of theirs (every item unscorable:
         the run exits 1, see ``gates.incomplete``); not one that lacks only fields a system may lack by design
         (``OPTIONAL_FIELDS``: context metrics of an LLM alone; those every row lacks as an LLM alone's,
-        :meth:`_by_design`: ``citation`` of its rows), unless no metric of the suite would score."""
+        :meth:`_by_design`: ``citation`` of its rows; ``evidence_sentences`` where every row retrieved nothing,
+        :meth:`_evidence_by_design`), unless no metric of the suite would score."""
         absent = self._absent_needs(self._with_filled(fields_seen))
         unscored = [m.name for m, _ in self.metrics if any(m.name in names for names in absent.values())]
         if len(unscored) == len(self.metrics):  # the run would score nothing at all: no result to pass
             return unscored
-        by_design = self._alone_lacks(fields_seen, alone).by_design
+        by_design = self._alone_lacks(fields_seen, alone).by_design | self._evidence_by_design(alone)
         failing = {name for fields, names in absent.items() if not (_optional(fields) or by_design.issuperset(fields))
                    for name in names}  # fmt: skip
         return [name for name in unscored if name in failing]
+
+    def _evidence_by_design(self, alone: AloneRows | None) -> set[str]:
+        """``evidence_sentences`` where every row of the dataset lacks it by design (``AloneRows.evidence_by_design``:
+        ``citation`` leaves each unscorable by design, as the gates read it), else none; none where the suite has
+        targets, which answer every row anew."""
+        return {"evidence_sentences"} if self._marked(alone).evidence_by_design else set()
 
     def _with_filled(self, fields_seen: set[str]) -> set[str]:
         """The fields seen and those the suite's targets fill."""

@@ -383,6 +383,14 @@ class Row(BaseModel):
         return not self.has_contexts and (self.retrieved_nothing or self.answered_alone)
 
     @property
+    def evidence_unnamed_by_design(self) -> bool:
+        """Whether the row, without ``evidence_sentences``, lacks them by design: it retrieved no document whose
+        sentences it could name (an LLM alone answered it, ``answered_alone``, or, without contexts, its retrieval
+        found nothing, ``sourceless``). ``citation`` and ``evidence_overlap`` leave it unscorable by design, and the
+        dry run counts such rows (``DatasetScan.alone``) so that it says what the run will."""
+        return self.answered_alone or self.sourceless
+
+    @property
     def key(self) -> str:
         """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
         return item_key(self.system, self.id)

@@ -309,6 +309,9 @@ class DatasetScan:
     links_out: list[tuple[Path, Path]] = field(default_factory=list)
     #: Rows marked :data:`NO_RETRIEVAL` (an LLM-alone target run's answers.jsonl): their system retrieves nothing.
     alone_rows: int = 0
+    #: Rows that lack ``evidence_sentences`` by design where they lack them (``Row.evidence_unnamed_by_design``: marked
+    #: so, or without contexts saying their retrieval found nothing).
+    evidence_by_design_rows: int = 0
     #: The rows of each system (the first MAX_BREAKDOWN_VALUES, as the summary's breakdown keeps them; later ones are
     #: not counted): which systems give no contexts nor retrieved ids where others do (a mixed answers.jsonl).
     systems: dict[str | None, SystemRows] = field(default_factory=dict)
@@ -319,7 +322,10 @@ class DatasetScan:
     def alone(self) -> AloneRows:
         """The rows marked as an LLM alone's, for the pre-run warnings (``ResolvedSuite.pre_run_warnings``)."""
         every = self.rows > 0 and self.alone_rows == self.rows
-        return AloneRows(self.alone_rows, every=every, systems=tuple(self.systems.values()))
+        evidence = self.rows > 0 and self.evidence_by_design_rows == self.rows
+        return AloneRows(
+            self.alone_rows, every=every, systems=tuple(self.systems.values()), evidence_by_design=evidence
+        )
 
     def count_system(self, row: Row, seen: set[str]) -> None:
         """Count ``row``, having the fields ``seen``, among its system's rows (:attr:`systems`)."""
@@ -635,6 +641,7 @@ def scan_dataset(
         scan.fields_given |= given
         scan.fields_seen |= seen
         scan.count_system(row, seen)
+        scan.evidence_by_design_rows += row.evidence_unnamed_by_design
         if row.model_extra:
             scan.target_marks += TARGET_ERROR in row.model_extra
             scan.alone_rows += row.answered_alone

@@ -32,8 +32,9 @@ def no_evidence(row: Row) -> MetricResult:
     could name (an LLM alone answered it, ``Row.answered_alone``, or, without contexts, its retrieval found nothing,
     ``Row.sourceless``: ``recall_at_k`` scores that 0, as ``verbatim`` leaves it ``no contexts``), else for lack of
     them."""
-    by_design = row.answered_alone or row.sourceless
-    return MetricResult.unscorable(NO_EVIDENCE if by_design else f"{NO_EVIDENCE} (predicted sentence IDs)")
+    return MetricResult.unscorable(
+        NO_EVIDENCE if row.evidence_unnamed_by_design else f"{NO_EVIDENCE} (predicted sentence IDs)"
+    )
 
 
 def prf(gold: set[str], predicted: set[str]) -> tuple[float, float, float]:

@@ -669,6 +669,23 @@ def test_the_dry_run_of_an_llm_alone_with_citation_says_it_unscorable_by_design_
     assert said.count(line) == 1 and "score no item" not in said, said
 
 
+def test_the_dry_run_of_rows_whose_retrieval_found_nothing_passes_citation_as_the_run_does(tmp_path: Path) -> None:
+    """Every row ``retrieved_doc_ids: []`` without contexts nor evidence_sentences: the run leaves citation unscorable
+    by design for each (``Row.sourceless``; tests/metrics_qa/test_citation.py: no run error) and recall_at_k scores
+    them 0, but the dry run said citation would score no item and exited 1, refusing what the run accepts. It exits
+    0; a row that retrieved contexts and names no evidence fails citation in the run, and exits 1 here too."""
+    rows = [{"id": f"q{i}", "question": "q?", "answer": "A.", "gold_doc_id": "d1", "retrieved_doc_ids": [],
+             "gold_evidence_sentences": ["s1"]} for i in (1, 2)]  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps({"metrics": ["recall_at_k", "citation"]}))
+    result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no row has 'evidence_sentences', which citation needs" in " ".join(result.stdout.split()), result.stdout
+    retrieved = rows + [rows[0] | {"id": "q3", "contexts": ["s1 text."], "retrieved_doc_ids": ["d1"]}]
+    failing = _dry_run(write_jsonl(tmp_path / "r.jsonl", retrieved), tmp_path / "s.json")
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    assert "it would score no item of citation" in failing.stderr, failing.stderr
+
+
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
     """HumanEval rows with their tests in ``checks`` and a suite of ``code_test`` alone: ``return x - y`` scored 1.0
     (only the exit code counted; the checks were not scored) and nothing said so before the run."""
