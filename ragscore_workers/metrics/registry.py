@@ -356,9 +356,10 @@ def all_metrics() -> dict[str, MetricDef]:
     return dict(_REGISTRY)
 
 
-def get_metric(name: str) -> MetricDef:
-    """Look a metric up by name; unknown names raise with close matches."""
-    known = all_metrics()
+def get_metric(name: str, known: dict[str, MetricDef] | None = None) -> MetricDef:
+    """Look a metric up by name among ``known`` (:func:`all_metrics`, loaded here where None: a suite's many entries
+    read one load); unknown names raise with close matches."""
+    known = all_metrics() if known is None else known
     if name not in known:
         owners = [metric for metric, mdef in sorted(known.items()) if name in _default_outputs(mdef)]
         raise UnknownMetricError(name, close_names(name, known), sorted(known), owners)
@@ -380,11 +381,12 @@ def resolve(suite: Suite) -> list[tuple[MetricDef, BaseModel]]:
     metrics (outputs written twice, a derived metric's inputs), which need them all."""
     names = [spec.name for spec in suite.metrics]
     firsts = _first_entries(names)
+    known = all_metrics()  # once: each load reads the settings (RAGSCORE_PLUGINS) anew
     problems: list[Problem] = []
     written: list[tuple[MetricDef, BaseModel, list[str]]] = []
     for index, spec in enumerate(suite.metrics):
         try:
-            mdef = get_metric(spec.name)
+            mdef = get_metric(spec.name, known)
             params = mdef.parse_params(spec.params)
             written.append((mdef, params, mdef.outputs(params)))
         except ConfigError as exc:

@@ -319,6 +319,28 @@ def test_each_repeat_of_a_long_metric_list_names_its_own_first_entry() -> None:
     assert [e.first for e in repeats] == [("metrics", index % 4) for index in range(4, len(names))]
 
 
+def test_a_suite_of_many_metric_entries_loads_the_metric_registry_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each entry of a suite looked its metric up through ``all_metrics``, whose ``load_all`` reads the settings
+    anew (RAGSCORE_PLUGINS): a suite of 8,000 entries took 70 s to resolve. The registry is loaded once a suite, and
+    anew for the next (a plug-in named in the environment between them is read)."""
+    from ragscore_workers import metrics
+
+    loads: list[None] = []
+    real = metrics.load_all
+
+    def counted_load() -> None:
+        loads.append(None)
+        real()
+
+    monkeypatch.setattr(metrics, "load_all", counted_load)
+    names = ["exact_match", "recall_at_k", "exact_mach", "quality_checks"] * 50
+    with pytest.raises(SuiteProblems):
+        load_suite({"metrics": names})
+    assert len(loads) == 1, len(loads)
+    load_suite({"metrics": ["exact_match", "recall_at_k"]})
+    assert len(loads) == 2, len(loads)
+
+
 def test_an_unknown_metric_listed_twice_is_said_unknown_once() -> None:
     """``[exact_mach, exact_mach]`` said the same "Unknown metric ... Known metrics: <all of them>" for each item, then
     that it was listed twice: the unknown name is said once, the duplicate once."""
