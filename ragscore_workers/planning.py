@@ -153,6 +153,7 @@ class ResolvedSuite:
         rows of a target returning none, or rows so marked, lack are said once of them (:meth:`_alone_warning`);
         where every target or row is such, not again as a column named otherwise."""
         lack = self._alone_lacks(fields_seen, alone)
+        unnamed = self._evidence_by_design(alone)
         systems = self._systems_lacking(fields_seen, alone)
         fields_seen = self._with_filled(fields_seen) | lack.by_design
         said = self._system_warnings(systems, fields_seen) if systems else self._alone_warning(lack)
@@ -163,7 +164,7 @@ class ResolvedSuite:
         ] + [
             f"{_absent(fields, fields_empty)}, which {', '.join(names)} "
             f"{agree(len(names), 'needs', 'need')}: {agree(len(names), 'it', 'they')} will score no item"
-            + _otherwise_named(fields, columns_seen, fields_empty)
+            + _otherwise_named(fields, columns_seen, fields_empty, unnamed)
             for fields, names in self._absent_needs(fields_seen).items()
         ]  # fmt: skip
 
@@ -369,14 +370,18 @@ def _absent(fields: tuple[str, ...], fields_empty: set[str]) -> str:
     return f"every row's {said} is empty or absent" if fields_empty.issuperset(fields) else f"no row has {said}"
 
 
-def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_empty: set[str]) -> str:
+def _otherwise_named(fields: tuple[str, ...], columns_seen: set[str], fields_empty: set[str], unnamed: set[str]) -> str:
     """How an absent requirement's warning ends: the dataset's column that is the field's name misspelt
     (:func:`_column_misspelling`), the column that holds code where ``code`` is wanted (:func:`code_column_note`),
     else the question whether a column is named otherwise (not of fields rows give empty: the column is there); for a
-    field a system may lack by design (``OPTIONAL_FIELDS``), after why that is no failure where other metrics score."""
+    field a system may lack by design (``OPTIONAL_FIELDS``), or one every row lacks by design (``unnamed``:
+    ``ResolvedSuite._evidence_by_design``), after why that is no failure where other metrics score."""
     typo = _column_misspelling(fields, columns_seen)
-    if _optional(fields):
-        why = "; ".join(OPTIONAL_FIELDS[f] for f in fields)
+    why = "; ".join(OPTIONAL_FIELDS[f] for f in fields) if _optional(fields) else ""
+    if not why and unnamed.issuperset(fields):
+        why = ("every row retrieved no document whose sentences it could name (retrieved_doc_ids: [] without "
+               "contexts, or an LLM alone's)")  # fmt: skip
+    if why:
         return f" ({why}: no failure where other metrics score{_columns_asked(fields, typo, fields_empty)})"
     if typo:
         return f" ({typo})"

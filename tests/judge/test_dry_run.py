@@ -679,11 +679,16 @@ def test_the_dry_run_of_rows_whose_retrieval_found_nothing_passes_citation_as_th
     (tmp_path / "s.json").write_text(json.dumps({"metrics": ["recall_at_k", "citation"]}))
     result = _dry_run(write_jsonl(tmp_path / "d.jsonl", rows), tmp_path / "s.json")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "no row has 'evidence_sentences', which citation needs" in " ".join(result.stdout.split()), result.stdout
+    assert (
+        "Warning: no row has 'evidence_sentences', which citation needs: it will score no item (every row retrieved no "
+        "document whose sentences it could name (retrieved_doc_ids: [] without contexts, or an LLM alone's): no "
+        "failure where other metrics score; or is it a column named otherwise?)"
+    ) in " ".join(result.stdout.split()), result.stdout
     retrieved = rows + [rows[0] | {"id": "q3", "contexts": ["s1 text."], "retrieved_doc_ids": ["d1"]}]
     failing = _dry_run(write_jsonl(tmp_path / "r.jsonl", retrieved), tmp_path / "s.json")
     assert failing.returncode == 1, failing.stdout + failing.stderr
     assert "it would score no item of citation" in failing.stderr, failing.stderr
+    assert "(is it a column named otherwise?)" in " ".join(failing.stdout.split()), failing.stdout
 
 
 def test_code_test_without_a_check_of_the_output_warns_that_any_running_code_passes(tmp_path: Path) -> None:
