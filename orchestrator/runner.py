@@ -41,6 +41,7 @@ from ragscore_workers.errors import (
 )
 from ragscore_workers.limits import QUEUE_LIMITS
 from ragscore_workers.planning import (
+    DEFAULT_SHARD_BYTES,
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
     Shard,
@@ -218,6 +219,7 @@ def submit(
     fmt_options: dict[str, Any] | None = None,
     run_id: str | None = None,
     shard_rows: int = DEFAULT_SHARD_ROWS,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
     on_validated: Callable[[list[str]], None] | None = None,
     say: Callable[[str], None] | None = None,
     named: Named | None = None,
@@ -227,7 +229,9 @@ def submit(
     """Validate the dataset, then send it as chords, a shard at a time. Nothing is sent if validation fails.
 
     Each row is read and validated once: its shard is planned as it is read and kept in a :class:`ShardSpool` (on
-    disk, compressed) until the whole dataset passed; a dataset that changes while it is read is refused.
+    disk, compressed) until the whole dataset passed; a dataset that changes while it is read is refused. A shard holds
+    ``shard_rows`` rows, or fewer where the first ``shard_rows`` rows are past ``shard_bytes`` of JSON (the run
+    records how many: a resume cuts the dataset alike).
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
@@ -262,7 +266,8 @@ def submit(
     recorded_format = fmt or (detect_format(dataset, fmt_options, caller) if validated_as is not None else None)
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
-    spool = ShardSpool(lambda index, rows: _plan_new_shard(run_id, index, rows, resolved), shard_digest, shard_rows)
+    spool = ShardSpool(lambda index, rows: _plan_new_shard(run_id, index, rows, resolved), shard_digest, shard_rows,
+                       shard_bytes=shard_bytes)  # fmt: skip
     with spool:
         request_fields = resolved.request_fields()
         # the judge calls its run sends, as the dry run counts them: its ETA's floor (None with targets: a re-run's
@@ -292,6 +297,7 @@ def submit(
             for warning in [*scan.warnings(resolved.filled_fields(), caller, asked=bool(resolved.targets)), *suited]:
                 caller.warn(f"{named.name}: {warning}")
             spool.finish()  # its last shard planned and written: a full TMPDIR refuses the run before it exists
+            shard_rows = spool.shard_rows  # fewer where the rows are big
         except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
             store.drop_failed_rows(run_id)
             raise

@@ -3,7 +3,8 @@
 :func:`~orchestrator.runner.submit` validates every row before it sends any (duplicate ids, a dataset with no valid
 row refuse the run with nothing sent). It used to read and validate the whole dataset a second time to send it; the
 spool keeps each shard as it will be sent instead (its item keys, work units, digest and chord, as JSON, compressed),
-so each row is read and validated once. Memory: one shard's rows, as before; disk: the shards' messages, compressed
+so each row is read and validated once. Memory: one shard's rows, as before (fewer of them where rows are big:
+``shard_bytes``); disk: the shards' messages, compressed
 (an unnamed temporary file, gone when the spool closes or the process dies).
 """
 
@@ -21,9 +22,10 @@ from typing import IO, Any
 
 from celery import signature
 from celery.canvas import Signature
+from pydantic_core import PydanticSerializationError
 
 from ragscore_workers.app import app
-from ragscore_workers.planning import Shard
+from ragscore_workers.planning import DEFAULT_SHARD_BYTES, Shard
 from ragscore_workers.schemas import Row
 
 __all__ = ["PlannedShard", "ShardSpool"]
@@ -60,8 +62,13 @@ class ShardSpool:
         digest: Callable[[list[Row]], str],
         shard_rows: int,
         directory: Path | None = None,
+        shard_bytes: int = DEFAULT_SHARD_BYTES,
     ) -> None:
-        self._plan, self._digest, self._shard_rows = plan, digest, shard_rows
+        self._plan, self._digest, self._shard_bytes = plan, digest, shard_bytes
+        #: Rows a shard holds (the last may hold fewer): ``shard_rows``, or fewer where the first shard's rows reached
+        #: ``shard_bytes`` of JSON before it; fixed once the first shard is cut (a resume cuts the dataset by it).
+        self.shard_rows = shard_rows
+        self._bytes = 0
         self._directory = str(directory) if directory is not None else tempfile.gettempdir()
         with self._said():
             self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ragscore-spool-", dir=self._directory)
@@ -70,9 +77,14 @@ class ShardSpool:
         self.shards = 0
 
     def add(self, row: Row) -> None:
-        """One more valid row; a shard is planned and written once it holds ``shard_rows``."""
+        """One more valid row; a shard is planned and written once it holds ``shard_rows``, or, the first, once its
+        rows reach ``shard_bytes`` of JSON: its row count is then every shard's (:attr:`shard_rows`)."""
         self._rows.append(row)
-        if len(self._rows) >= self._shard_rows:
+        if self.shards == 0:
+            self._bytes += _json_size(row)
+            if self._bytes >= self._shard_bytes:
+                self.shard_rows = len(self._rows)
+        if len(self._rows) >= self.shard_rows:
             self._write()
 
     def finish(self) -> None:
@@ -130,6 +142,15 @@ class ShardSpool:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+
+def _json_size(row: Row) -> int:
+    """About how many bytes ``row`` takes as JSON (a text with a lone surrogate, which pydantic's JSON refuses, is
+    measured as its message is sent)."""
+    try:
+        return len(row.model_dump_json(exclude_none=True))
+    except PydanticSerializationError:
+        return len(json.dumps(row.to_message()))
 
 
 def _planned(record: dict[str, Any]) -> PlannedShard:

@@ -33,6 +33,7 @@ T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_SHARD_BYTES",
     "DEFAULT_SHARD_ROWS",
     "QUEUE_ORDER",
     "TARGET_SHARD_ROWS",
@@ -60,6 +61,10 @@ QUEUE_ORDER = ("target", "cpu", "embed", "judge", "code")
 DEFAULT_CHUNK_SIZE: dict[str, int] = {"cpu": 250, "embed": 64, "judge": 8, "code": 4, "target": 16}
 #: Rows per shard (one chord each).
 DEFAULT_SHARD_ROWS = 10_000
+#: A shard's rows, as JSON, at most (about): the orchestrator holds a shard's rows and builds its messages at once, ~10
+#: times their JSON in memory (10,000 rows of 7 KB, an NLP-project row with its document, took 870 MB), so a dataset
+#: of big rows is cut into shards of fewer rows (:class:`~orchestrator.spool.ShardSpool`).
+DEFAULT_SHARD_BYTES = 16 * 1024 * 1024
 #: Questions per shard of a target run: its scoring starts when its shard's target calls are done, so
 #: smaller shards let scoring overlap the (rate-limited) target stage sooner.
 TARGET_SHARD_ROWS = 1_000

@@ -862,3 +862,30 @@ def test_the_check_of_a_rewritten_dataset_counts_its_rows_in_words(
     assert notes[-2:] == ["1 of 2 rows looked up; 0 tasks sent for what they lack",
                           "2 of 2 rows looked up; 1 task sent for what they lack"], notes  # fmt: skip
     assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
+
+
+def test_a_run_of_big_rows_is_sent_in_shards_of_fewer_rows_and_resumes(tmp_path: Path) -> None:
+    """Rows past DEFAULT_SHARD_BYTES a shard (here 60 rows of a 400,000-character context: 24 MB) are cut into shards
+    of fewer rows than shard_rows, which the run records: a resume cuts the dataset by it, finds it unchanged and
+    scores the rest."""
+    from ragscore_workers.planning import DEFAULT_SHARD_BYTES
+
+    rows = [r | {"contexts": ["x" * 400_000]} for r in make_rows(60, seed=3)]
+    assert len(rows) * 400_000 > DEFAULT_SHARD_BYTES
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(SUITE), store)
+        shard_rows = int(store.meta(sub.run_id)["shard_rows"])
+        assert shard_rows < 60 and sub.shards == -(-60 // shard_rows), (shard_rows, sub.shards)
+        cancel(store, sub.run_id)  # nothing scored: the resume sends every shard again, cut as recorded
+        assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
+        worker.start()
+        assert resume(store, sub.run_id).tasks > 0
+        final = wait(store, sub.run_id, timeout_s=180)
+        assert final.state == RunState.FINISHED and final.items == 60
+        assert store.progress(sub.run_id)["done"] == 60 * 4
+    finally:
+        worker.stop()
+        server.stop()

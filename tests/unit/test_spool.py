@@ -75,3 +75,41 @@ def test_the_spool_gives_back_each_shard_as_planned_in_order() -> None:
         assert (planned.units, planned.tasks) == (direct.units, direct.tasks)
         assert isinstance(planned.signature, _chord) and all(isinstance(t, Signature) for t in planned.signature.tasks)
         assert json.dumps(planned.signature, sort_keys=True) == json.dumps(direct.signature, sort_keys=True)
+
+
+def test_big_rows_are_cut_into_shards_of_fewer_rows_all_alike() -> None:
+    """The orchestrator holds a shard's rows and builds its messages at once: 10,000 rows of 7 KB took 870 MB. The first
+    shard is cut once its rows reach ``shard_bytes`` of JSON, and every later shard holds as many rows (a resume cuts
+    the dataset by that count)."""
+    from orchestrator.runner import _plan_new_shard, shard_digest
+    from orchestrator.spool import ShardSpool
+    from orchestrator.suite import load_suite
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    resolved = load_suite({"metrics": ["exact_match"]})
+    rows = [Row.model_validate(r | {"contexts": ["word " * 400]}) for r in make_rows(100)]  # ~2 KB of JSON each
+    size = len(rows[0].model_dump_json(exclude_none=True))
+    with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 1000,
+                    shard_bytes=10 * size) as spool:  # fmt: skip
+        for row in rows:
+            spool.add(row)
+        spooled = list(spool)
+    assert 8 <= spool.shard_rows <= 11, spool.shard_rows  # ~10 rows of about the same size
+    assert [len(s.keys) for s in spooled[:-1]] == [spool.shard_rows] * (len(spooled) - 1)
+    assert [k for s in spooled for k in s.keys] == [r.key for r in rows]
+
+
+def test_small_rows_keep_the_shard_rows_given() -> None:
+    """Rows far below ``shard_bytes`` are cut at ``shard_rows`` as before."""
+    from orchestrator.runner import _plan_new_shard, shard_digest
+    from orchestrator.spool import ShardSpool
+    from orchestrator.suite import load_suite
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    resolved = load_suite({"metrics": ["exact_match"]})
+    with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 40) as spool:
+        for row in make_rows(100):
+            spool.add(Row.model_validate(row))
+        assert [len(s.keys) for s in spool] == [40, 40, 20] and spool.shard_rows == 40
