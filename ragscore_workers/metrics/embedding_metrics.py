@@ -38,6 +38,7 @@ import numpy as np
 import redis
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._embedding_cache import text_hash
 from ..embedding import STAT_NAMES, Encoder, Vectors, cosine, cosine_matrix, embed, get_encoder, process_info
 from ..model_loading import noting_loads
 from ..schemas import MetricResult, Queue, Row
@@ -81,6 +82,13 @@ WINDOWS_MEMO = 2048
 WINDOWS_MEMO_CHARS = 10_000
 _WINDOWS: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
 _WINDOWS_LOCK = threading.Lock()
+#: Piece counts of the questions, answers, references and sentences checked for a cut (:func:`_cut_off`) remembered
+#: per process, by the text's hash: the metrics of a chunk check the same texts again, and so do rows sharing them
+#: (each system's answer of a question has its question and reference). Counting them took ~70 % of an embed chunk
+#: whose vectors were all cached (one tokenizer call a text, ~2 ms each).
+PIECES_MEMO = 8192
+_PIECES: OrderedDict[tuple[str, str], int] = OrderedDict()
+_PIECES_LOCK = threading.Lock()
 
 
 class SufficiencyParams(BaseModel):
@@ -277,8 +285,27 @@ def _cut_off(vectors: Vectors, texts: dict[str, str]) -> dict[str, list[str]]:
     encoder = vectors.encoder
     if encoder is None:
         return {}
-    cut = [name for name, text in texts.items() if encoder.text_pieces(text) > encoder.max_pieces]
+    counts = _text_pieces(encoder, list(texts.values()))
+    cut = [name for name, pieces in zip(texts, counts, strict=True) if pieces > encoder.max_pieces]
     return {"truncated": cut} if cut else {}
+
+
+def _text_pieces(encoder: Encoder, texts: list[str]) -> list[int]:
+    """:meth:`Encoder.text_pieces` of each text: those remembered from :data:`_PIECES`, the rest in one call."""
+    keys = [(encoder.key, text_hash(text)) for text in texts]
+    with _PIECES_LOCK:
+        known = {key: _PIECES[key] for key in keys if key in _PIECES}
+        for key in known:
+            _PIECES.move_to_end(key)
+    todo = {key: text for key, text in zip(keys, texts, strict=True) if key not in known}
+    if todo:
+        counted_now = dict(zip(todo, encoder.word_pieces(list(todo.values())), strict=True))
+        known |= counted_now
+        with _PIECES_LOCK:
+            _PIECES.update(counted_now)
+            while len(_PIECES) > PIECES_MEMO:
+                _PIECES.popitem(last=False)
+    return [known[key] for key in keys]
 
 
 def _question_cosines(question: str, row: Row, vectors: Vectors) -> list[float]:
