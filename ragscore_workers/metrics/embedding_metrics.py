@@ -292,7 +292,8 @@ def _cut_off(vectors: Vectors, texts: dict[str, str]) -> dict[str, list[str]]:
 
 def _text_pieces(encoder: Encoder, texts: list[str]) -> list[int]:
     """:meth:`Encoder.text_pieces` of each text: those remembered from :data:`_PIECES`, the rest in one call."""
-    keys = [(encoder.key, text_hash(text)) for text in texts]
+    model = encoder.key  # the model's own tokenizer: counts by another are not its
+    keys = [(model, text_hash(text)) for text in texts]
     with _PIECES_LOCK:
         known = {key: _PIECES[key] for key in keys if key in _PIECES}
         for key in known:

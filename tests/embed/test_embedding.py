@@ -401,3 +401,32 @@ def test_a_hub_model_its_own_load_downloaded_is_not_opened_again() -> None:
     assert not _same_model(fresh, ("me/other", "cpu", False, "a" * 40))
     assert not _same_model(fresh, ("me/mini", "cuda", False, "a" * 40))
     assert not _same_model(fresh, ("me/mini", "cpu", True, "a" * 40))
+
+
+def test_the_piece_counts_remembered_are_each_models_own_bounded_and_keep_no_text() -> None:
+    """A worker with two models asks each one's tokenizer (a text's count by one is not the other's); the counts
+    remembered are at most PIECES_MEMO, keyed by the text's hash (8,192 texts of 100 KB would be 800 MB), and threads
+    counting at once each get their texts' own counts."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragscore_workers.embedding import ModelSource
+    from ragscore_workers.metrics import embedding_metrics
+    from ragscore_workers.metrics.embedding_metrics import PIECES_MEMO, _text_pieces
+
+    encoder = get_encoder(EmbeddingConfig())
+    other = dataclasses.replace(encoder, source=ModelSource("other", "/nowhere", "hub", "example/other@1"),
+                                pieces=lambda texts: [len(t) for t in texts])  # fmt: skip
+    assert other.key != encoder.key
+    text = "A tokenizer of another model counts this sentence otherwise. " * 20
+    ours = _text_pieces(encoder, [text])
+    assert ours == [encoder.text_pieces(text)] and ours != [len(text)]
+    assert _text_pieces(other, [text]) == [len(text)]  # not the first model's count, remembered
+    texts = [f"{'long text ' * 1_000}{i}" for i in range(PIECES_MEMO + 500)]
+    with ThreadPoolExecutor(4) as pool:
+        counted = [n for ns in pool.map(lambda i: _text_pieces(other, texts[i : i + 100]), range(0, len(texts), 100))
+                   for n in ns]  # fmt: skip
+    assert counted == [len(t) for t in texts]
+    assert len(embedding_metrics._PIECES) == PIECES_MEMO
+    assert max(len(part) for key in embedding_metrics._PIECES for part in key) < 1_000  # hashes, not the texts
+    assert _text_pieces(other, texts[-3:]) == [len(t) for t in texts[-3:]]
