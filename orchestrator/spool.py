@@ -78,7 +78,9 @@ class ShardSpool:
 
     def add(self, row: Row) -> None:
         """One more valid row; a shard is planned and written once it holds ``shard_rows``, or, the first, once its
-        rows reach ``shard_bytes`` of JSON: its row count is then every shard's (:attr:`shard_rows`)."""
+        rows reach ``shard_bytes`` of JSON: its row count is then every shard's (:attr:`shard_rows`). Only the first
+        shard's rows set it (a resume, and the look-ups by row place, need every shard but the last alike): rows bigger
+        later than first still make shards past ``shard_bytes``."""
         self._rows.append(row)
         if self.shards == 0:
             self._bytes += _json_size(row)
