@@ -864,56 +864,48 @@ def test_the_check_of_a_rewritten_dataset_counts_its_rows_in_words(
     assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
 
 
-def test_a_run_of_big_rows_is_sent_in_shards_of_fewer_rows_and_resumes(tmp_path: Path) -> None:
-    """Rows past DEFAULT_SHARD_BYTES a shard (here 60 rows of a 400,000-character context: 24 MB) are cut into shards
-    of fewer rows than shard_rows, which the run records: a resume cuts the dataset by it, finds it unchanged and
-    scores the rest."""
+def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None) -> tuple[int, Submitted]:
+    """60 rows of a 400,000-character context (24 MB: past DEFAULT_SHARD_BYTES) submitted (with ``shard_bytes``
+    where given), cancelled before a worker scored any, then resumed until every item is scored: the shard_rows the
+    run recorded, and what its resume sent."""
     from ragscore_workers.planning import DEFAULT_SHARD_BYTES
 
-    rows = [r | {"contexts": ["x" * 400_000]} for r in make_rows(60, seed=3)]
+    rows = [r | {"contexts": ["x" * 400_000]} for r in make_rows(60, seed=seed)]
     assert len(rows) * 400_000 > DEFAULT_SHARD_BYTES
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
     try:
         store = connect(server.url)
-        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(SUITE), store)
+        options = {} if shard_bytes is None else {"shard_bytes": shard_bytes}
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(SUITE), store, **options)
         shard_rows = int(store.meta(sub.run_id)["shard_rows"])
-        assert shard_rows < 60 and sub.shards == -(-60 // shard_rows), (shard_rows, sub.shards)
+        assert sub.shards == -(-60 // shard_rows), (shard_rows, sub.shards)
         cancel(store, sub.run_id)  # nothing scored: the resume sends every shard again, cut as recorded
         assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
         worker.start()
-        assert resume(store, sub.run_id).tasks > 0
+        resumed = resume(store, sub.run_id)
         final = wait(store, sub.run_id, timeout_s=180)
         assert final.state == RunState.FINISHED and final.items == 60
         assert store.progress(sub.run_id)["done"] == 60 * 4
+        return shard_rows, resumed
     finally:
         worker.stop()
         server.stop()
+
+
+def test_a_run_of_big_rows_is_sent_in_shards_of_fewer_rows_and_resumes(tmp_path: Path) -> None:
+    """Rows past DEFAULT_SHARD_BYTES a shard are cut into shards of fewer rows than shard_rows, which the run records:
+    a resume cuts the dataset by it, finds it unchanged and scores the rest."""
+    shard_rows, resumed = _big_rows_resumed(tmp_path, seed=3)
+    assert shard_rows < 60 and resumed.shards == -(-60 // shard_rows) and resumed.tasks > 0, (shard_rows, resumed)
 
 
 def test_a_run_of_big_rows_stored_by_an_older_ragscore_resumes_in_its_shards_of_10000_rows(tmp_path: Path) -> None:
     """A run an older ragscore stored cut its big rows by DEFAULT_SHARD_ROWS alone (submitted here with a shard_bytes
     no shard reaches, as it did: 10,000 recorded, one shard of the 60 rows). Its resume cuts the dataset by the count
-    the run recorded, not by their bytes (which would cut 60 rows of 400,000 characters into several shards, and refuse
-    the run as a changed dataset): it finds it unchanged and scores the rest."""
-    from ragscore_workers.planning import DEFAULT_SHARD_BYTES, DEFAULT_SHARD_ROWS
+    the run recorded, not by their bytes (which would cut the 60 rows into several shards, and refuse the run as a
+    changed dataset): it finds it unchanged and scores the rest."""
+    from ragscore_workers.planning import DEFAULT_SHARD_ROWS
 
-    rows = [r | {"contexts": ["x" * 400_000]} for r in make_rows(60, seed=4)]
-    assert len(rows) * 400_000 > DEFAULT_SHARD_BYTES
-    server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
-    try:
-        store = connect(server.url)
-        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(SUITE), store, shard_bytes=2**62)
-        assert (int(store.meta(sub.run_id)["shard_rows"]), sub.shards) == (DEFAULT_SHARD_ROWS, 1)
-        cancel(store, sub.run_id)
-        assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
-        worker.start()
-        resumed = resume(store, sub.run_id)
-        assert (resumed.shards, resumed.items) == (1, 60) and resumed.tasks > 0
-        final = wait(store, sub.run_id, timeout_s=180)
-        assert final.state == RunState.FINISHED and final.items == 60
-        assert store.progress(sub.run_id)["done"] == 60 * 4
-    finally:
-        worker.stop()
-        server.stop()
+    shard_rows, resumed = _big_rows_resumed(tmp_path, seed=4, shard_bytes=2**62)
+    assert (shard_rows, resumed.shards, resumed.items) == (DEFAULT_SHARD_ROWS, 1, 60) and resumed.tasks > 0, resumed
