@@ -14,6 +14,7 @@ import math
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import redis
 
@@ -114,7 +115,7 @@ def connect(
     store_url = settings.store_url or broker_url
     # A wrong password: BrokerError now, not after ~20 s of retries; a database the server lacks: ConfigError now;
     # a Redis that does not answer, or whose host name does not resolve (yet), is retried (it may be starting), and
-    # said at once, not after the retries.
+    # said at once, not after the retries; a port this machine's loopback refuses is said at once, not retried.
     # With work to send and the broker elsewhere than the store (RAGSCORE_STORE_URL, or another database), the
     # broker is probed too: a broker that did not answer, or a database it lacks, failed later, less clearly, in
     # Celery's first send. So is one on the store's server in another database or as another user for a command
@@ -160,13 +161,26 @@ def _reach(url: str, what: str, roles: tuple[Role, ...], no_broker: str = "") ->
     (or probe_redis's errors: a wrong password, a database it lacks, a user that may not do the work of ``roles``),
     with ``no_broker`` (:func:`connect`'s) where nothing listens on its port."""
     deadline = time.monotonic() + CONNECT_RETRY_S  # from before the first ping, which may itself take 5 s
-    if problem := probe_redis(url, what, roles):
+    problem = probe_redis(url, what, roles)
+    if problem is None:
+        return
+    if not _refused_on_this_machine(url, problem):  # a remote Redis restarting, a timeout, a name not up yet
         log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
                     CONNECT_RETRY_S)  # fmt: skip
-        if problem := _until_redis_answers(url, deadline, problem, what, roles):
-            if no_broker and problem.endswith(refused_note(url)):
-                problem = f"{problem} ({no_broker})"
-            raise cannot_use(url, what, problem)
+        problem = _until_redis_answers(url, deadline, problem, what, roles)
+    if problem:
+        if no_broker and problem.endswith(refused_note(url)):
+            problem = f"{problem} ({no_broker})"
+        raise cannot_use(url, what, problem)
+
+
+def _refused_on_this_machine(url: str, problem: str) -> bool:
+    """Whether ``problem``, why a ping of ``url`` failed, is a connection refused by this machine's loopback
+    (:data:`.loopback.LOOPBACK_HOSTS`): nothing listens on that port here, which waiting does not heal (a mistyped
+    port, a Redis not started), so it is said at once, not after CONNECT_RETRY_S of retries (~24 s of a new user's
+    first run). A remote host's refusal is retried: a cluster's Redis may be restarting."""
+    host = urlsplit(store_url_for_redis_py(url)).hostname
+    return host is not None and host.lower() in LOOPBACK_HOSTS and problem.endswith(refused_note(url))
 
 
 def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> list[str]:
@@ -375,8 +389,6 @@ def _two_loopback_addresses(url: str, other: str) -> bool:
     """Whether one URL names ``127.0.0.1`` and the other ``[::1]``, which :func:`_server` takes as one host: they
     are two addresses, where two servers may listen on one port (a broker bound to ``::1`` beside a store on
     ``127.0.0.1``). ``localhost`` names either (no DNS look-up): one server with both."""
-    from urllib.parse import urlsplit
-
     return {urlsplit(store_url_for_redis_py(u)).hostname for u in (url, other)} == {"127.0.0.1", "::1"}
 
 
@@ -384,8 +396,6 @@ def _server(url: str) -> tuple[str, ...]:
     """The Redis server ``url`` names, whatever its database: its socket's path, or its scheme, host and port (two
     URLs of one server are one Redis to the user, whichever is the store's and which the broker's; ``localhost``,
     ``127.0.0.1`` and ``[::1]`` are one host, 6379 the port of a URL without one)."""
-    from urllib.parse import unquote, urlsplit
-
     parts = urlsplit(store_url_for_redis_py(url))
     if parts.scheme == "unix":
         return ("unix", unquote(parts.path))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1046,6 +1048,76 @@ def test_a_port_nothing_listens_on_is_named_with_what_to_do(tmp_path: Path, monk
         server.stop()
     socket_said = probe_redis(f"unix://{tmp_path / 'gone.sock'}")
     assert socket_said and "nothing listens" not in socket_said, socket_said
+
+
+@contextlib.contextmanager
+def _connects_counted(monkeypatch: pytest.MonkeyPatch, port: int) -> Iterator[list[object]]:
+    """The addresses this process connects to on ``port`` while the ``with`` lasts (each connect of the real socket
+    recorded, then made): one per try of a ping of IPv4's ``127.0.0.1`` or another IP address."""
+    tried: list[object] = []
+    real = socket.socket.connect
+
+    def counted(sock: socket.socket, address: Any) -> None:
+        if isinstance(address, tuple) and address[1] == port:
+            tried.append(address[0])
+        real(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counted)
+    yield tried
+
+
+def test_a_port_refused_on_this_machine_is_said_at_once_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``RAGSCORE_BROKER_URL=redis://localhost:6390/0 ragscore run`` where nothing listens: connect() pinged the
+    refused port about once a second for its whole window (~20 s; ~24 s to exit 1), yet a refusal by this machine's
+    loopback does not heal by waiting (a mistyped port, a Redis not started). One ping says it: the URL (its password
+    hidden), that nothing listens there, and what to do (start its Redis, or leave the variable out for a Redis of
+    the run's own)."""
+    from orchestrator import connection
+
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 3.0)  # a window of ~3 more pings, were it retried
+    data = write_jsonl(tmp_path / "d.jsonl", make_rows(5))
+    with closed_port() as port, _connects_counted(monkeypatch, port) as tried, pytest.raises(BrokerError) as refused:
+        run(data, load_suite(SUITE), tmp_path / "out", broker=f"redis://:{PASSWORD}@127.0.0.1:{port}/0", timeout_s=60)
+    said = str(refused.value)
+    assert said.startswith(f"Cannot use Redis at redis://:***@127.0.0.1:{port}/0: ") and PASSWORD not in said, said
+    assert f"nothing listens on port {port} of 127.0.0.1: start its Redis" in said, said
+    assert "leave out --broker and RAGSCORE_BROKER_URL, and `ragscore run` starts a Redis of its own" in said, said
+    assert tried == ["127.0.0.1"], f"the refused port was tried {len(tried)} times: {tried}"
+    assert "retrying" not in caplog.text, caplog.text
+
+
+def _address_of_this_machine() -> str | None:
+    """An IPv4 address of this machine other than its loopback (its route's to a documentation network: no packet
+    sent), or None where it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("198.51.100.1", 9))
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") else str(address)
+
+
+def test_a_port_refused_by_another_host_name_is_still_retried(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cluster's Redis restarting refuses connections for a while: a host that is not this machine's loopback is
+    retried for connect's window, as before (this machine's own other address stands in for another host)."""
+    from orchestrator import connection
+
+    address = _address_of_this_machine()
+    if address is None:
+        pytest.skip("this machine has no address but its loopback")
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 2.0)  # the retries, short for the test
+    with socket.socket() as held:  # bound, never listening: refuses every connection
+        held.bind((address, 0))
+        port = held.getsockname()[1]
+        with _connects_counted(monkeypatch, port) as tried, pytest.raises(BrokerError) as refused:
+            connect(f"redis://{address}:{port}/0")
+    assert f"nothing listens on port {port} of {address}" in str(refused.value), refused.value
+    assert len(tried) > 1 and "retrying for about 2 s" in caplog.text, (tried, caplog.text)
 
 
 def test_a_host_name_that_does_not_resolve_is_named_and_waited_for_as_a_redis_not_yet_there(
