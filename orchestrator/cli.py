@@ -1786,9 +1786,15 @@ def compare_cmd(
             "namesake in the first); one run with several systems works"
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for compare.html and compare.md")] = Path(
-        "ragscore-compare"
-    ),
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory for compare.html and compare.md (default: ragscore-compare/RUN-vs-RUN, named by the runs, "
+            "--baseline and --seed)",
+        ),
+    ] = None,
     broker: BrokerOpt = None,
     baseline: Annotated[
         Optional[str],  # noqa: UP045
@@ -1834,7 +1840,7 @@ def compare_cmd(
         worse_failures,
     )
     from .reports.compare_view import print_comparison, print_worse, render_compare_html, render_compare_markdown
-    from .reports.files import COMPARE_NAMES, refuse_files_of_others, replaced_comparison
+    from .reports.files import COMPARE_NAMES, compare_dir, refuse_files_of_others, replaced_comparison
 
     if worse_margin is not None and not fail_on_worse:
         raise ConfigError("--worse-margin is the margin of --fail-on-worse: give both")
@@ -1846,6 +1852,7 @@ def compare_cmd(
         return stores[0]
 
     data = [open_run(ref, store, broker) for ref in runs]
+    out = out or compare_dir(data, baseline, seed)  # a folder of its own: another comparison's is kept
     make_out_dir(out)  # before the work: --out naming a file is said at once
     refuse_files_of_others(out, names=COMPARE_NAMES)  # the user's own compare.md, as `report --out` refuses it
     try:

@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "OUTPUT_NAMES",
     "ROWS_FILE",
     "ROWS_STAGED",
+    "compare_dir",
     "first_failed_row",
     "missing_reports",
     "move_to_previous",
@@ -81,6 +83,13 @@ _RUN_NAMED = {"report.md": "# ragscore run {run_id}\n", "report.html": " · {run
 
 #: The files ``ragscore compare`` writes into its ``--out`` DIR.
 COMPARE_NAMES = frozenset({"compare.html", "compare.md"})
+#: Where ``ragscore compare`` without ``--out`` writes: a folder of each comparison's own in it (:func:`compare_dir`).
+COMPARE_ROOT = Path("ragscore-compare")
+#: The longest name :func:`compare_dir` gives a folder (many runs): longer, it is cut and ends with a digest of it.
+COMPARE_NAME_MAX = 120
+#: What a name in :func:`compare_dir` may not hold (a run id from a DIR's summary.json, a system name): each run of it
+#: is written ``_``.
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 #: items.jsonl lines written at a time.
 WRITE_BATCH = 1000
@@ -260,10 +269,31 @@ def _reports_held(out_dir: Path) -> list[str]:
     return held if set(held) - {"run.json", ROWS_FILE} else []
 
 
+def compare_dir(runs: Iterable[RunData], baseline: str | None = None, seed: int | None = None) -> Path:
+    """Where ``ragscore compare`` without ``--out`` writes: ``ragscore-compare/A-vs-B`` named by its runs' ids in
+    their order (a DIR's name where its summary has none), then ``-baseline-X`` and ``-seed-N`` where given. Each
+    comparison has a folder of its own, so a second compare of other runs keeps the first's files (one
+    ``./ragscore-compare`` replaced them); the same comparison again writes the same folder."""
+    names = ["-vs-".join(_name_part(run.summary.run_id or Path(run.origin).name) for run in runs)]
+    if baseline is not None:
+        names.append(f"baseline-{_name_part(baseline)}")
+    if seed is not None:
+        names.append(f"seed-{seed}")
+    name = "-".join(names)
+    if len(name) > COMPARE_NAME_MAX:  # a folder's name has 255 bytes at most
+        name = f"{name[: COMPARE_NAME_MAX - 13]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+    return COMPARE_ROOT / name
+
+
+def _name_part(text: str) -> str:
+    """``text`` as a part of a folder's name: no separator, space or dot at its ends (never ``..``)."""
+    return _NOT_IN_A_NAME.sub("_", text).strip(".") or "_"
+
+
 def replaced_comparison(out_dir: Path, markdown: str) -> str | None:
     """What the compare.md in ``out_dir`` compared (its heading's ``bm25 vs dense``) where ``markdown``, the one about
-    to be written, is another comparison: a compare into the same DIR (``./ragscore-compare`` by default) replaces
-    it; None where there is none, or it is this very one (the same runs, baseline and seed read alike)."""
+    to be written, is another comparison: a compare into the same ``--out`` DIR replaces it; None where there is none,
+    or it is this very one (the same runs, baseline and seed read alike)."""
     try:
         old = (out_dir / "compare.md").read_text(encoding="utf-8", errors="replace")
     except OSError:  # none (a directory of that name: its write fails, and says so)

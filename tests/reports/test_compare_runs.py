@@ -264,6 +264,50 @@ def test_a_compare_into_a_dir_holding_another_comparison_says_it_replaces_it(
     assert (tmp_path / "compare.md").read_text(encoding="utf-8").startswith("# ragscore compare: B vs A\n")
 
 
+def test_compares_without_out_each_keep_a_folder_of_their_own(two_runs: dict[str, Any], tmp_path: Path) -> None:
+    """Without --out every compare wrote ``./ragscore-compare``: a second compare of other runs replaced the first's
+    files (with a warning), a new user's first comparison lost. Each comparison now has a folder of its own under it,
+    named by its runs in order, then --baseline and --seed; the same comparison again writes its own folder."""
+    a, b = (str(two_runs[k].out_dir) for k in ("A", "B"))
+    first, second = (json.loads((two_runs[k].out_dir / "summary.json").read_text())["run_id"] for k in ("A", "B"))
+    env = {**os.environ, "RAGSCORE_BROKER_URL": two_runs["broker"], "COLUMNS": "250", "PYTHONPATH": str(ROOT)}
+
+    def compared(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "compare", *args], capture_output=True,
+                              text=True, cwd=tmp_path, env=env, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        said = " ".join(done.stderr.split())
+        assert "replaces" not in said, said
+        return said
+
+    root = tmp_path.resolve() / "ragscore-compare"
+    folders = {
+        f"{first}-vs-{second}": ((a, b), "A vs B"),
+        f"{second}-vs-{first}": ((b, a), "B vs A"),
+        f"{first}-vs-{second}-baseline-B-seed-3": ((a, b, "--baseline", "B", "--seed", "3"), "B vs A"),
+    }
+    for folder, (args, _) in folders.items():
+        said = compared(*args)
+        assert f"wrote {root / folder / 'compare.html'} and {root / folder / 'compare.md'}" in said, said
+    compared(a, b)  # the same comparison again: its folder, silently
+    assert sorted(path.name for path in root.iterdir()) == sorted(folders)
+    for folder, (_, heading) in folders.items():
+        assert (root / folder / "compare.md").read_text(encoding="utf-8").startswith(f"# ragscore compare: {heading}\n")
+
+
+def test_the_default_compare_folder_of_many_runs_is_cut_to_a_name_a_file_system_takes(
+    two_runs: dict[str, Any],
+) -> None:
+    """Twenty runs' ids joined passed the 255 bytes of a folder's name: cut, with a digest of the whole name, so two
+    comparisons that differ after the cut still get two folders."""
+    from orchestrator.reports.files import COMPARE_NAME_MAX, compare_dir
+
+    a, b = from_dir(two_runs["A"].out_dir), from_dir(two_runs["B"].out_dir)
+    many, other = compare_dir([a, b] * 10), compare_dir([a, b] * 9 + [b, a])
+    assert len(many.name) == COMPARE_NAME_MAX and many.parent == Path("ragscore-compare"), many
+    assert many.name[:-13] == other.name[:-13] and many != other, (many, other)
+
+
 def test_a_compare_into_a_relative_dir_says_its_absolute_path(two_runs: dict[str, Any], tmp_path: Path) -> None:
     """``compare --out cmp`` said ``wrote cmp/compare.html``: where that is depends on where it ran. It says the
     folder's absolute path."""
