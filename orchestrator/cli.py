@@ -1375,8 +1375,8 @@ def worker(
 
     Each worker runs with its queue's pool defaults, under a stable node name (cpu-1@HOST, the first number no live
     worker has): restarted, it is the same worker to Flower and Prometheus. Their log lines go to this command's
-    stderr (the journal, the container's log), each prefixed with its queue, and to a file per queue under
-    RAGSCORE_HOME/logs.
+    stderr (the journal, the container's log), each prefixed with its queue, and to a file per queue and process under
+    RAGSCORE_HOME/logs (worker-QUEUE-HOST-PID.log, named at the start).
 
     SIGTERM or Ctrl-C stops them warmly: no new tasks, running ones finish (up to --stop-timeout); a
     second one kills them at once (their tasks go back to the queue after the visibility timeout).
@@ -1412,7 +1412,7 @@ def worker(
         _supervise_workers(
             LocalWorkers(url, names, settings.home / "logs", {q: concurrency for q in names} if concurrency else None,
                          loglevel=loglevel, echo=sys.stderr, names=nodes),
-            answered, stop_timeout, settings, broker_timeout,
+            answered, stop_timeout, broker_timeout,
         )  # fmt: skip
 
 
@@ -1435,9 +1435,7 @@ def _live_workers(url: str, settings: Settings) -> set[str] | None:
         return None
 
 
-def _supervise_workers(
-    workers: LocalWorkers, answered: bool, stop_timeout: float, settings: Settings, broker_timeout: float
-) -> None:
+def _supervise_workers(workers: LocalWorkers, answered: bool, stop_timeout: float, broker_timeout: float) -> None:
     """Start ``workers``, say so, and restart any that dies until SIGTERM, SIGHUP or Ctrl-C, or until the broker was
     unreachable for ``broker_timeout`` seconds (0: never; an error); then stop them warmly (up to ``stop_timeout``), a
     second signal killing them at once; once they stopped, one more is ignored (the stop it asks for is done).
@@ -1452,8 +1450,9 @@ def _supervise_workers(
                 on = f"the broker {redact_url(workers.broker_url)}"
                 state = f"up for {listed} on {on}" if answered else f"started for {listed}, waiting for {on}"
                 named = ", ".join(workers.names.values())
-                err.print(f"workers {state}; logs in {settings.home / 'logs'}; named {named}; Ctrl-C (or SIGTERM) "
-                          "stops them, their running tasks finishing first", soft_wrap=True)  # fmt: skip
+                logs = ", ".join(str(path) for path in workers.logs.values())
+                err.print(f"workers {state}; logging to {logs}; named {named}; Ctrl-C (or SIGTERM) stops them, their "
+                          "running tasks finishing first", soft_wrap=True)  # fmt: skip
                 workers.supervise(broker_timeout)
             except KeyboardInterrupt:
                 with suppress(KeyboardInterrupt):  # a second signal while it says so: stop() below counts it

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -46,6 +47,7 @@ __all__ = [
     "first_stop_signal",
     "host_gaps",
     "live_node_names",
+    "log_name",
     "node_name",
     "node_names",
     "oom_kills",
@@ -64,8 +66,8 @@ log = logging.getLogger(__name__)
 #: A queue's worker may be restarted this many times within RESTART_WINDOW_S before the run gives up.
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
-#: Worker logs (``worker-QUEUE-PID.log``, one set per run's process, and ``ragscore worker``'s rotated
-#: ``worker-QUEUE-PID.log.1``) older than this are removed when workers start, so a home that served a notebook's
+#: Worker logs (``worker-QUEUE-HOST-PID.log``, one set per run's process, and ``ragscore worker``'s rotated
+#: ``worker-QUEUE-HOST-PID.log.1``) older than this are removed when workers start, so a home that served a notebook's
 #: thousand evaluate() calls does not keep a thousand sets.
 LOG_KEEP_S = 14 * 24 * 3600
 #: ``ragscore worker``'s node name for each queue's worker (``--name``'s default): ``{queue}`` and ``{n}`` filled in,
@@ -258,6 +260,18 @@ def _said_problem(check: Callable[[], object]) -> list[str]:
     return []
 
 
+def log_name(queue: str) -> str:
+    """The name of the log file of this process's worker of ``queue``: ``worker-QUEUE-HOST-PID.log``, this host's
+    name and this process's pid, so that no two processes share one. A pid alone repeats across the containers or pods
+    that share a RAGSCORE_HOME (each ``ragscore worker`` their pid 1: one file, rotated by each in turn)."""
+    host = _NOT_IN_A_NAME.sub("_", socket.gethostname()) or "host"
+    return f"worker-{queue}-{host}-{os.getpid()}.log"
+
+
+#: What a host name may not hold in :func:`log_name` (a path's separator): each run of it is written ``_``.
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
 def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:
     """Remove the worker logs in ``log_dir`` not written to for ``keep_s`` seconds (None: :data:`LOG_KEEP_S`, read
     at each call); returns how many went."""
@@ -360,7 +374,7 @@ class LocalWorkers:
         if self.stop_with_parent:
             env[PARENT_ENV] = str(os.getpid())
         env.setdefault("PYTHONUNBUFFERED", "1")
-        log_path = self.log_dir / f"worker-{queue}-{os.getpid()}.log"
+        log_path = self.log_dir / log_name(queue)
         self.logs[queue] = log_path
         ready = self._ready_pipe(queue)
         env[READY_FD_ENV] = str(ready)

@@ -36,6 +36,14 @@ def _named(proc: subprocess.Popen[str]) -> str:
     return "".join(said)
 
 
+def _logging_to(proc: subprocess.Popen[str]) -> str:
+    """The log files ``ragscore worker`` says its workers log to (``...; logging to PATH; named ...``), read from its
+    stderr past any line said before; all it said where it exited first."""
+    assert proc.stderr is not None
+    said = " ".join(lines_until(proc.stderr, "; named ", 180)[-1].split())
+    return said.partition("; logging to ")[2].partition("; named ")[0] or said
+
+
 def _pinged(names: set[str]) -> bool:
     """Whether the workers answering a ping are exactly ``names``, each once."""
     replies = [name for reply in app.control.ping(timeout=1.0) or [] for name in reply]
@@ -95,6 +103,27 @@ def test_worker_name_given_is_celerys_n_with_its_host_expansions(tmp_path: Path)
     finally:
         try:
             stop_worker_command(proc)
+        finally:
+            server.stop()
+
+
+def test_two_workers_of_one_queue_each_log_to_a_file_of_their_own_named_as_they_start(tmp_path: Path) -> None:
+    """Every ``ragscore worker`` of a host logs under one RAGSCORE_HOME/logs (``~/.cache/ragscore`` unless set) and
+    said only ``logs in DIR``: which ``worker-cpu-PID.log`` was whose was left to guess, and a pid alone repeats
+    across the containers or pods that share a home (each worker their pid 1: one file, rotated by each in turn).
+    Each worker's file is named by its queue, host and pid, and said as it starts."""
+    server = RedisProcess(tmp_path / "redis").start()
+    home = tmp_path / "home"
+    procs = [_worker(server.url, home) for _ in range(2)]
+    try:
+        logs = [_logging_to(proc) for proc in procs]
+        host = socket.gethostname()
+        assert logs == [str(home / "logs" / f"worker-cpu-{host}-{proc.pid}.log") for proc in procs], logs
+        assert until(lambda: all(Path(log).is_file() for log in logs), 60), sorted(os.listdir(home / "logs"))
+    finally:
+        try:
+            for proc in procs:
+                stop_worker_command(proc)
         finally:
             server.stop()
 
