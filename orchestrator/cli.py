@@ -1787,12 +1787,7 @@ def compare_cmd(
     ],
     out: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option(
-            "--out",
-            "-o",
-            help="Directory for compare.html and compare.md (default: ragscore-compare/RUN-vs-RUN, named by the runs, "
-            "--baseline and --seed)",
-        ),
+        typer.Option("--out", "-o", help="Directory for compare.html and .md (default: ragscore-compare/RUN-vs-RUN)"),
     ] = None,
     broker: BrokerOpt = None,
     baseline: Annotated[
