@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import logging
 import math
 import time
@@ -176,11 +177,22 @@ def _reach(url: str, what: str, roles: tuple[Role, ...], no_broker: str = "") ->
 
 def _refused_on_this_machine(url: str, problem: str) -> bool:
     """Whether ``problem``, why a ping of ``url`` failed, is a connection refused by this machine's loopback
-    (:data:`.loopback.LOOPBACK_HOSTS`): nothing listens on that port here, which waiting does not heal (a mistyped
+    (:func:`_loopback`): nothing listens on that port here, which waiting does not heal (a mistyped
     port, a Redis not started), so it is said at once, not after CONNECT_RETRY_S of retries (~24 s of a new user's
     first run). A remote host's refusal is retried: a cluster's Redis may be restarting."""
-    host = urlsplit(store_url_for_redis_py(url)).hostname
-    return host is not None and host.lower() in LOOPBACK_HOSTS and problem.endswith(refused_note(url))
+    return _loopback(urlsplit(store_url_for_redis_py(url)).hostname) and problem.endswith(refused_note(url))
+
+
+def _loopback(host: str | None) -> bool:
+    """Whether ``host`` is this machine's loopback: ``localhost`` or an address of 127.0.0.0/8 or ``::1`` (not a name
+    that resolves there, which is not looked up again; a unix socket's URL has none: the embedded Redis waits for its
+    own server as it starts)."""
+    if host is None:
+        return False
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() in LOOPBACK_HOSTS
 
 
 def eviction_warnings(store: RunStore, broker_url: str, settings: Settings) -> list[str]:

@@ -1088,6 +1088,25 @@ def test_a_port_refused_on_this_machine_is_said_at_once_not_retried(
     assert "retrying" not in caplog.text, caplog.text
 
 
+@pytest.mark.parametrize("host", ["localhost", "[::1]", "127.0.0.2"])
+def test_each_loopback_host_spelling_refused_is_said_at_once(
+    host: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every address of this machine's loopback refuses at once, not ``localhost`` and ``127.0.0.1`` alone: IPv6's
+    ``::1`` and the rest of 127.0.0.0/8 (``127.0.0.2``) are loopback too, and were retried for connect's window."""
+    from orchestrator import connection
+
+    monkeypatch.setattr(connection, "CONNECT_RETRY_S", 3.0)  # a window of ~3 more pings, were it retried
+    with closed_port() as port, _connects_counted(monkeypatch, port) as tried, pytest.raises(BrokerError) as refused:
+        try:
+            connect(f"redis://{host}:{port}/0")
+        finally:
+            if host == "[::1]" and not tried:
+                pytest.skip("this machine has no IPv6 loopback")
+    assert f"nothing listens on port {port}" in str(refused.value), refused.value
+    assert tried and len(tried) == len(set(tried)) and "retrying" not in caplog.text, (tried, caplog.text)  # no retry
+
+
 def _address_of_this_machine() -> str | None:
     """An IPv4 address of this machine other than its loopback (its route's to a documentation network: no packet
     sent), or None where it has none."""
