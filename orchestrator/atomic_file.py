@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -24,10 +25,21 @@ __all__ = [
     "copy_atomic",
     "link_target",
     "make_out_dir",
+    "name_part",
     "open_regular",
     "said_os_error",
     "write_text_atomic",
 ]
+
+#: What a part of a file's name may not hold (a path's separator, a space): each run of it is written ``_``.
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def name_part(text: str) -> str:
+    """``text`` (a run id, a system name, a host name) as a part of a file's or folder's name: each run of what is
+    not a letter, digit, ``.``, ``_`` or ``-`` written ``_``, no dot at its ends (never ``..``), never empty."""
+    return _NOT_IN_A_NAME.sub("_", text).strip(".") or "_"
+
 
 #: Names tried for a writer's temporary file before giving up (each a fresh random one).
 TEMP_NAME_ATTEMPTS = 100

@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -36,6 +35,7 @@ from ragscore_workers.limits import usable_cpus
 from ragscore_workers.readiness import DRAINED, READY, READY_FD_ENV
 from ragscore_workers.redaction import redact_url
 
+from .atomic_file import name_part
 from .broker_watch import DEFAULT_BROKER_TIMEOUT_S, BrokerWatch
 from .worker_echo import Echo, open_log, tee
 
@@ -264,12 +264,7 @@ def log_name(queue: str) -> str:
     """The name of the log file of this process's worker of ``queue``: ``worker-QUEUE-HOST-PID.log``, this host's
     name and this process's pid, so that no two processes share one. A pid alone repeats across the containers or pods
     that share a RAGSCORE_HOME (each ``ragscore worker`` their pid 1: one file, rotated by each in turn)."""
-    host = _NOT_IN_A_NAME.sub("_", socket.gethostname()) or "host"
-    return f"worker-{queue}-{host}-{os.getpid()}.log"
-
-
-#: What a host name may not hold in :func:`log_name` (a path's separator): each run of it is written ``_``.
-_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+    return f"worker-{queue}-{name_part(socket.gethostname())}-{os.getpid()}.log"
 
 
 def prune_logs(log_dir: Path, keep_s: float | None = None) -> int:

@@ -9,7 +9,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -24,7 +23,15 @@ from ragscore_workers.fastjson import dumps_utf8
 from ragscore_workers.schemas import ITEM_META_FIELDS, RunSummary
 from ragscore_workers.store import RawItem, RunStore
 
-from ..atomic_file import NotRegularFile, atomic_writer, copy_atomic, make_out_dir, open_regular, write_text_atomic
+from ..atomic_file import (
+    NotRegularFile,
+    atomic_writer,
+    copy_atomic,
+    make_out_dir,
+    name_part,
+    open_regular,
+    write_text_atomic,
+)
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -87,9 +94,6 @@ COMPARE_NAMES = frozenset({"compare.html", "compare.md"})
 COMPARE_ROOT = Path("ragscore-compare")
 #: The longest name :func:`compare_dir` gives a folder (many runs): longer, it is cut and ends with a digest of it.
 COMPARE_NAME_MAX = 120
-#: What a name in :func:`compare_dir` may not hold (a run id from a DIR's summary.json, a system name): each run of it
-#: is written ``_``.
-_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 #: items.jsonl lines written at a time.
 WRITE_BATCH = 1000
@@ -274,20 +278,15 @@ def compare_dir(runs: Iterable[RunData], baseline: str | None = None, seed: int 
     their order (a DIR's name where its summary has none), then ``-baseline-X`` and ``-seed-N`` where given. Each
     comparison has a folder of its own, so a second compare of other runs keeps the first's files (one
     ``./ragscore-compare`` replaced them); the same comparison again writes the same folder."""
-    names = ["-vs-".join(_name_part(run.summary.run_id or Path(run.origin).name) for run in runs)]
+    names = ["-vs-".join(name_part(run.summary.run_id or Path(run.origin).name) for run in runs)]
     if baseline is not None:
-        names.append(f"baseline-{_name_part(baseline)}")
+        names.append(f"baseline-{name_part(baseline)}")
     if seed is not None:
         names.append(f"seed-{seed}")
     name = "-".join(names)
     if len(name) > COMPARE_NAME_MAX:  # a folder's name has 255 bytes at most
         name = f"{name[: COMPARE_NAME_MAX - 13]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
     return COMPARE_ROOT / name
-
-
-def _name_part(text: str) -> str:
-    """``text`` as a part of a folder's name: no separator, space or dot at its ends (never ``..``)."""
-    return _NOT_IN_A_NAME.sub("_", text).strip(".") or "_"
 
 
 def replaced_comparison(out_dir: Path, markdown: str) -> str | None:
