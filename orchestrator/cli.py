@@ -1061,7 +1061,8 @@ def status(
                 # an embedded run's own process re-sends what its dead workers held; once it is gone, the unserved
                 # queues say how to go on (no worker of its lane would ever take the held messages back)
                 found = HeldMessages(held=0, orphans=[]) if embedded else held_check()
-                if not (watch and found.unconfirmed):  # a watch's view keeps what it showed until its follow-up
+                # a watch's view keeps what it showed until its follow-up (a check put off: None)
+                if found is not None and not (watch and found.unconfirmed):
                     view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if isinstance(exc.__cause__, redis.exceptions.NoPermissionError):  # kombu's: a broadcast channel refused
@@ -1077,10 +1078,13 @@ def status(
             forget_broker_notes()
         return view.render(run_id)
 
-    def held_check() -> HeldMessages:
+    def held_check() -> HeldMessages | None:
         """A check of the held messages: a one-off status confirms its orphans at once, saying why it waits for the
-        second check; a watched one is never held for it (:meth:`~.queues.OrphanWatch.follow_up_due`)."""
-        return orphan_watch.check() if watch else orphan_watch.confirmed(_confirming_orphans)
+        second check; a watched one is never held for it (:meth:`~.queues.OrphanWatch.check_when_due`: None, put off
+        to a later refresh)."""
+        if watch:
+            return orphan_watch.check_when_due()
+        return orphan_watch.confirmed(lambda unconfirmed: _confirming_orphans(unconfirmed, orphan_watch.confirm_s))
 
     def stamp(queued: bool, consumers: bool) -> None:
         """The checks done now: the next ones are due an interval from now."""
@@ -1111,13 +1115,11 @@ def status(
             live.update(refresh(), refresh=True)
 
 
-def _confirming_orphans(unconfirmed: int) -> None:
+def _confirming_orphans(unconfirmed: int, confirm_s: float) -> None:
     """What a one-off ``ragscore status`` says before it checks again whether workers that are gone hold the run's
-    messages (:meth:`~orchestrator.queues.OrphanWatch.confirmed`, ``ORPHAN_CONFIRM_S`` later): a wait, not a hang."""
-    from .queues import ORPHAN_CONFIRM_S
-
+    messages (:meth:`~orchestrator.queues.OrphanWatch.confirmed`, ``confirm_s`` later): a wait, not a hang."""
     held = counted(unconfirmed, "message")
-    err.print(f"{held} may be held by a worker that is gone: checking again in {ORPHAN_CONFIRM_S:.0f} s to be sure",
+    err.print(f"{held} may be held by a worker that is gone: checking again in {confirm_s:.0f} s to be sure",
               soft_wrap=True)  # fmt: skip
 
 

@@ -18,14 +18,14 @@ from typing import Any, NamedTuple, cast
 
 import redis
 
-from ragscore_workers.alive import ALIVE_TTL_S, AliveKey, alive_keys, alive_processes, alive_queues, broker_of
+from ragscore_workers.alive import AliveKey, alive_keys, alive_processes, alive_queues, broker_of
 from ragscore_workers.app import CONTROL_QUEUE, app
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import RagscoreError
 from ragscore_workers.kept import RENEW_S
 from ragscore_workers.schemas import Suite, item_key
-from ragscore_workers.settings import Settings, get_settings
+from ragscore_workers.settings import DEFAULT_ORPHAN_CONFIRM_S, Settings, get_settings
 from ragscore_workers.stopping import stopping_workers
 from ragscore_workers.store import RunStore, redis_client, work_began
 
@@ -130,13 +130,15 @@ class HeldMessages:
 ORPHAN_SETTLED_S = 5.0
 #: Seconds the workers are given to list the messages they hold (:func:`held_messages`).
 HELD_ASK_S = 1.0
-#: Seconds at least between the starts of two checks of an :class:`OrphanWatch` where the first found orphans: a
-#: worker's key renewed late once (a GC pause, a loaded host) or gone for one read is renewed again by then.
-ORPHAN_CONFIRM_S = 2 * RENEW_S
-#: Seconds after its end that a check's orphans no longer confirm the next check's (:class:`OrphanWatch`): the
-#: workers may have changed since (a stall long over, the run at work between), and the next check starts afresh.
-#: Timed from its end, and above ``ORPHAN_CONFIRM_S``: :meth:`OrphanWatch.confirmed`'s second check, begun within
-#: ``ORPHAN_CONFIRM_S`` of the first's end, is confirmed by it however long the first took (a loaded broker).
+#: Seconds at least between the starts of two checks of an :class:`OrphanWatch` where the first found orphans, by
+#: default (``RAGSCORE_ORPHAN_CONFIRM_S``): a worker's key renewed late once (a GC pause, a loaded host) or gone for
+#: one read is renewed again by then.
+ORPHAN_CONFIRM_S = DEFAULT_ORPHAN_CONFIRM_S
+#: Seconds after its end that a check's orphans no longer confirm the next check's (:class:`OrphanWatch`), with the
+#: default ``ORPHAN_CONFIRM_S`` (another scales it alike): the workers may have changed since (a stall long over, the
+#: run at work between), and the next check starts afresh. Timed from its end, and above ``ORPHAN_CONFIRM_S``:
+#: :meth:`OrphanWatch.confirmed`'s second check, begun within ``ORPHAN_CONFIRM_S`` of the first's end, is confirmed
+#: by it however long the first took (a loaded broker).
 ORPHAN_RECENT_S = 3 * ORPHAN_CONFIRM_S
 #: Seconds :func:`held_messages` watches the keys of the workers that did not answer for a renewal (each is renewed
 #: every ``RENEW_S``): a worker killed whole renews none.
@@ -164,9 +166,9 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
     queue it shares with such a worker still has its messages called orphaned where that worker's key lists its
     tasks). A worker that answers both asks lists what it runs or waits to run, and its key the rest it holds (a
     retry waiting on its countdown: :func:`_listed_by`), where that key is seen renewed too: a worker killed whole
-    leaves its key for ``ALIVE_TTL_S``, and one started under its name at once answers the ask in its stead. The keys
-    are watched from before the ask where a held message may be settled by its end (:func:`_settles_by_the_ask`: a
-    call whose held messages are all fresh reads none of them)."""
+    leaves its key for its TTL (``RAGSCORE_ALIVE_TTL_S``), and one started under its name at once answers the ask in
+    its stead. The keys are watched from before the ask where a held message may be settled by its end
+    (:func:`_settles_by_the_ask`: a call whose held messages are all fresh reads none of them)."""
     held: dict[str, _Held] = {}  # by delivery tag
     for tag, raw in cast("dict[str, str]", store.broker.hgetall("unacked")).items():
         if run_id not in raw:
@@ -198,7 +200,7 @@ def held_messages(store: RunStore, run_id: str) -> HeldMessages:
             unlisted.append((tag, at))
     settled = [(tag, at) for tag, at in unlisted if at is not None and now - at >= ORPHAN_SETTLED_S]
     unsettled = len(unlisted) - len(settled)
-    # only keys seen renewed tell what their workers hold: a worker killed whole leaves its key for ALIVE_TTL_S, and
+    # only keys seen renewed tell what their workers hold: a worker killed whole leaves its key for its TTL, and
     # one restarted under its name (same host, same -n) answers the ask in its stead
     on = {held[tag].queue for tag, _ in settled}
     renewed = _renewed_keys(store, on, SILENT_RENEWED_S, before, every=True) if settled else {}
@@ -314,27 +316,42 @@ class OrphanWatch:
     checks call it so: a worker too loaded to record a message it took within ``LISTED_AFTER_S`` (1 s) of its delivery
     (:meth:`~ragscore_workers.alive.AliveKey.may_hold`) has a key that does not list it, and one check calls it an
     orphan; the next reads that key renewed since, which lists it. So is a worker slow to renew its key (a GC pause, a
-    busy host): a check after one that found orphans begins ``ORPHAN_CONFIRM_S`` after it began at the soonest, and
-    one begun more than ``ORPHAN_RECENT_S`` after it ended is confirmed by none (a stale check does not confirm a fresh
-    one). A message is known by its queue and delivery stamp (a re-delivery is another)."""
+    busy host): a check after one that found orphans begins ``confirm_s`` (``RAGSCORE_ORPHAN_CONFIRM_S``) after it
+    began at the soonest, and one begun more than ``ORPHAN_RECENT_S`` (scaled to ``confirm_s``) after it ended is
+    confirmed by none (a stale check does not confirm a fresh one). A message is known by its queue and delivery stamp
+    (a re-delivery is another)."""
 
-    def __init__(self, store: RunStore, run_id: str) -> None:
+    def __init__(self, store: RunStore, run_id: str, confirm_s: float | None = None) -> None:
         self.store, self.run_id = store, run_id
+        #: Seconds at least between the starts of a check that found orphans and the next (None: the setting's).
+        self.confirm_s = get_settings().orphan_confirm_s if confirm_s is None else confirm_s
         #: The orphans of the last check, by (queue, delivered_at).
         self._seen: set[tuple[str, float]] = set()
         #: When the last check began and ended (``time.monotonic()``).
         self._began = self._ended = -math.inf
         #: How many orphans the last check could not confirm.
         self._unconfirmed = 0
+        #: A watch's check put off (:meth:`check_when_due`) until its confirm is due.
+        self._put_off = False
+
+    def _recent_s(self) -> float:
+        """Seconds after its end that a check's orphans still confirm the next's: ``ORPHAN_RECENT_S``, scaled to this
+        watch's ``confirm_s``."""
+        return ORPHAN_RECENT_S * self.confirm_s / ORPHAN_CONFIRM_S
+
+    def due_in(self) -> float:
+        """Seconds until a check may begin that confirms the last one's orphans (0: now, or none to confirm)."""
+        if not self._seen or time.monotonic() - self._ended > self._recent_s():
+            return 0.0
+        return max(0.0, self._began + self.confirm_s - time.monotonic())
 
     def check(self) -> HeldMessages:
-        """One check (:func:`held_messages`): its orphans those the last check called orphaned too, the others counted
-        ``unconfirmed``."""
-        if time.monotonic() - self._ended > ORPHAN_RECENT_S:
+        """One check (:func:`held_messages`), begun once :meth:`due_in` says (waited for here): its orphans those the
+        last check called orphaned too, the others counted ``unconfirmed``."""
+        time.sleep(self.due_in())
+        if time.monotonic() - self._ended > self._recent_s():
             self._seen = set()  # too old to confirm this one: the workers may have changed since
-        if self._seen:  # confirmed only by a check a renewal of the workers' keys later
-            time.sleep(max(0.0, self._began + ORPHAN_CONFIRM_S - time.monotonic()))
-        self._began = time.monotonic()
+        self._began, self._put_off = time.monotonic(), False
         found = held_messages(self.store, self.run_id)
         self._ended = time.monotonic()
         seen, self._seen = self._seen, {(o.queue, o.delivered_at) for o in found.orphans}
@@ -342,15 +359,24 @@ class OrphanWatch:
         self._unconfirmed = len(found.orphans) - len(confirmed)
         return replace(found, orphans=confirmed, unconfirmed=self._unconfirmed)
 
+    def check_when_due(self) -> HeldMessages | None:
+        """A watched ``ragscore status``'s check: made now where it waits for nothing (:meth:`due_in`), else put off
+        (None) to the refresh at which :meth:`follow_up_due` says it is due; never a refresh held for it (the whole
+        view frozen)."""
+        if self.due_in() > 0:
+            self._put_off = True
+            return None
+        return self.check()
+
     def follow_up_due(self) -> bool:
-        """Whether the last check left orphans unconfirmed that a check now confirms without a wait
-        (``ORPHAN_CONFIRM_S`` after it began): a watched ``ragscore status`` makes it at the refresh it comes due, not
-        held in one refresh for it as :meth:`confirmed` holds a one-off status (the whole view frozen)."""
-        return bool(self._unconfirmed) and time.monotonic() - self._began >= ORPHAN_CONFIRM_S
+        """Whether the last check left orphans unconfirmed, or a check was put off (:meth:`check_when_due`), that a
+        check now makes without a wait (:meth:`due_in`): a watched ``ragscore status`` makes it at the refresh it
+        comes due, not held in one refresh for it as :meth:`confirmed` holds a one-off status."""
+        return (bool(self._unconfirmed) or self._put_off) and self.due_in() == 0
 
     def confirmed(self, again: Callable[[int], None] | None = None) -> HeldMessages:
         """A check, and a second at once where it has orphans unconfirmed (it reads the keys renewed since the
-        first's, ``ORPHAN_CONFIRM_S`` after it): what ``ragscore status`` says at each check (a one-off status has only
+        first's, ``confirm_s`` after it): what ``ragscore status`` says at each check (a one-off status has only
         one). ``again``: told how many are unconfirmed before that second check (a one-off status says it waits)."""
         found = self.check()
         if not found.unconfirmed:
@@ -531,13 +557,14 @@ def _watching(seen: AliveKeys, renewed: AliveKeys, queues: set[str], every: bool
 
 def _recent_alive_keys(store: RunStore, within_s: float) -> AliveKeys:
     """The keys saying workers of the store's broker run (:func:`alive_keys`) renewed in the last ``within_s`` s
-    (their time left over ``ALIVE_TTL_S - within_s``); none where the store's user may not read them (as
+    (:meth:`~ragscore_workers.alive.AliveKey.renewed_within`: their time left over their TTL less ``within_s``); none
+    where the store's user may not read them (as
     :func:`_alive_queues`)."""
     try:
         keys = alive_keys(store.r, broker_of(store.broker))
     except redis.exceptions.NoPermissionError:
         return {}
-    return {name: key for name, key in keys.items() if key.left_ms > (ALIVE_TTL_S - within_s) * 1000}
+    return {name: key for name, key in keys.items() if key.renewed_within(within_s)}
 
 
 def unserved_message(queue: str, waiting: int, embedded: bool = False, broker: str | None = None) -> str:

@@ -5,9 +5,9 @@ the workers which queues they consume; once its tasks outlast the window in whic
 (``orchestrator.queues.RECENTLY_TAKEN_S``), a queue it was scoring was called unserved ("no worker consumes it;
 start one"). From its ``worker_ready``, a :func:`heartbeat` (a :class:`~.kept.KeptKey`) of the worker's main
 process keeps a key ``ragscore:alive:{token}`` (the worker's name, its queues and its broker's database, JSON; its
-token in the set :data:`ALIVE_INDEX`) for :data:`ALIVE_TTL_S`, renewed every :data:`~.kept.RENEW_S`, until its
-shutdown begins (the key is deleted then: a stopping worker takes no more work). A worker killed whole stops being
-said to live once its key expires.
+token in the set :data:`ALIVE_INDEX`) for ``RAGSCORE_ALIVE_TTL_S`` (the key says it), renewed every
+:data:`~.kept.RENEW_S`, until its shutdown begins (the key is deleted then: a stopping worker takes no more work). A
+worker killed whole stops being said to live once its key expires.
 
 The key also lists the ids of the tasks its worker holds (``tasks``, read at ``listed_at`` on its host's clock, each
 renewal): Redis's record of the messages delivered and not acknowledged does not say which worker took one, so a
@@ -34,6 +34,7 @@ from typing import Any
 import redis
 
 from .kept import KeptKey, held_task_ids, kept_entries
+from .settings import DEFAULT_ALIVE_TTL_S, get_settings
 
 __all__ = [
     "ALIVE_INDEX",
@@ -55,8 +56,9 @@ __all__ = [
 ALIVE_PREFIX = "ragscore:alive:"
 #: A set of the tokens whose key may be there (each key expires on its own; the set with the last).
 ALIVE_INDEX = "ragscore:alive"
-#: Seconds a worker's key lives unless renewed: one killed whole is no longer said to live by then.
-ALIVE_TTL_S = 10
+#: Seconds a worker's key lives unless renewed by default (``RAGSCORE_ALIVE_TTL_S``), and that of an older worker's key,
+#: which does not say its own: one killed whole is no longer said to live by then.
+ALIVE_TTL_S = DEFAULT_ALIVE_TTL_S
 #: Most task ids a worker's key lists (about 40 bytes each): a worker holding more lists none, and may hold any
 #: message of its queues (as an older worker's key says).
 ALIVE_TASKS_LISTED = 128
@@ -69,14 +71,20 @@ LISTED_AFTER_S = 1.0
 class AliveKey:
     """A worker's key saying it runs, as read: its queues, its milliseconds left (they grow as its worker renews it),
     the ids of the tasks it held at ``listed_at`` (its host's clock; None: an older worker's key, one holding more
-    than :data:`ALIVE_TASKS_LISTED`, or one that could not read them), and its worker's name (Celery's hostname; ""
-    where the key does not say it)."""
+    than :data:`ALIVE_TASKS_LISTED`, or one that could not read them), its worker's name (Celery's hostname; ""
+    where the key does not say it) and the seconds it lives unless renewed (:data:`ALIVE_TTL_S` where it does not say
+    them)."""
 
     queues: frozenset[str]
     left_ms: int
     tasks: frozenset[str] | None = None
     listed_at: float = 0.0
     worker: str = ""
+    ttl_s: int = ALIVE_TTL_S
+
+    def renewed_within(self, within_s: float) -> bool:
+        """Whether it was renewed in the last ``within_s`` s: its time left is over its TTL less that."""
+        return self.left_ms > (self.ttl_s - within_s) * 1000
 
     def may_hold(self, task_id: str, delivered_at: float) -> bool:
         """Whether its worker may hold task ``task_id``, delivered at ``delivered_at`` (kombu's stamp, its delivering
@@ -110,11 +118,13 @@ def heartbeat(
     broker: redis.Redis,
     processes: int = 1,
     held: Callable[[], list[str] | None] = held_task_ids,
+    ttl_s: int | None = None,
 ) -> KeptKey:
     """The key of one worker saying, until its :meth:`~.kept.KeptKey.end` (its shutdown began), that it runs, with
     ``processes`` pool processes, consumes ``queues()`` of ``broker`` (a client of its broker: its :class:`Broker`
     read at each renewal) and holds the tasks ``held()`` lists (default: Celery's state of this process; None: not
-    known)."""
+    known), for ``ttl_s`` s unless renewed (None: ``RAGSCORE_ALIVE_TTL_S``), which it says too."""
+    ttl = get_settings().alive_ttl_s if ttl_s is None else ttl_s
     what = (f"worker {worker}: could not record in the run store that it runs (a status may call its queues "
             "unserved while it is too busy to answer)")  # fmt: skip
     known: Broker | None = None
@@ -122,9 +132,10 @@ def heartbeat(
     def value() -> dict[str, Any]:
         nonlocal known
         known = broker_of(broker, known)
-        return {"worker": worker, "queues": queues(), "processes": processes, **known.said(), **_listed(held)}
+        said = {"worker": worker, "queues": queues(), "processes": processes, "ttl_s": ttl}
+        return said | known.said() | _listed(held)
 
-    return KeptKey(client, ALIVE_PREFIX, ALIVE_INDEX, ALIVE_TTL_S, value, what, begun=True)
+    return KeptKey(client, ALIVE_PREFIX, ALIVE_INDEX, ttl, value, what, begun=True)
 
 
 def _listed(held: Callable[[], list[str] | None]) -> dict[str, Any]:
@@ -173,12 +184,14 @@ def alive_keys(client: redis.Redis, broker: Broker) -> dict[str, AliveKey]:
 
 def _alive_key(said: dict[str, Any], left: int) -> AliveKey:
     """One worker's key, as :func:`alive_keys` reads it: a list of tasks that is not one of ids with its time (an
-    older worker's key has none) is none."""
-    tasks, at = said.get("tasks"), said.get("listed_at")
+    older worker's key has none) is none, and a TTL that is not a positive whole number (an older worker's key has
+    none) :data:`ALIVE_TTL_S`."""
+    tasks, at, ttl = said.get("tasks"), said.get("listed_at"), said.get("ttl_s")
     queues, worker = frozenset(str(q) for q in said["queues"]), str(said.get("worker") or "")
+    ttl_s = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else ALIVE_TTL_S
     if isinstance(tasks, list) and isinstance(at, int | float) and not isinstance(at, bool):
-        return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at), worker)
-    return AliveKey(queues, left, worker=worker)
+        return AliveKey(queues, left, frozenset(str(t) for t in tasks), float(at), worker, ttl_s)
+    return AliveKey(queues, left, worker=worker, ttl_s=ttl_s)
 
 
 def _alive_on(client: redis.Redis, broker: Broker) -> dict[str, tuple[dict[str, Any], int]]:

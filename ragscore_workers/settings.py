@@ -17,6 +17,9 @@ from .redaction import REDIS_SCHEMES, redact_url, userinfo_span
 
 __all__ = [
     "CERT_REQS",
+    "DEFAULT_ALIVE_TTL_S",
+    "DEFAULT_ORPHAN_CONFIRM_S",
+    "MIN_ALIVE_TTL_S",
     "NO_CERT_REQS",
     "REDIS_SCHEMES",
     "TLS_EXAMPLE",
@@ -356,6 +359,13 @@ MIN_WORKER_STORE_TIMEOUT_S = 1.0
 MIN_WORKER_SOCKET_TIMEOUT_S = 5.0
 
 
+#: Default of ``RAGSCORE_ORPHAN_CONFIRM_S``: two renewals of the workers' keys (``kept.RENEW_S``, every 2 s).
+DEFAULT_ORPHAN_CONFIRM_S = 4.0
+#: Default of ``RAGSCORE_ALIVE_TTL_S``, and the least: a key must outlive a few of its renewals (every 2 s).
+DEFAULT_ALIVE_TTL_S = 10
+MIN_ALIVE_TTL_S = 5
+
+
 class Settings(BaseSettings):
     """Process-wide configuration; every field reads ``RAGSCORE_<NAME>``."""
 
@@ -386,6 +396,13 @@ class Settings(BaseSettings):
     #: Seconds without progress, with nothing of the run queued or held, before the orchestrator
     #: re-submits the missing work (a message lost with a killed worker).
     stall_s: float = Field(default=120.0, gt=0)
+    #: Seconds at least between the starts of two checks of a run's held messages where the first found orphans
+    #: (messages held by a worker that is gone): the second confirms them only then, once the keys of live workers
+    #: slow to renew theirs (a GC pause, a loaded host) are renewed again.
+    orphan_confirm_s: float = Field(default=DEFAULT_ORPHAN_CONFIRM_S, gt=0)
+    #: Seconds a worker's key saying it runs lives unless renewed (every 2 s): a worker killed whole is no longer
+    #: said to run by then. Written in the key, so a status on another host reads each worker's own.
+    alive_ttl_s: int = Field(default=DEFAULT_ALIVE_TTL_S, ge=MIN_ALIVE_TTL_S)
     #: Longest text field (question, answer, reference, code, one context) a row may have, in characters.
     max_field_chars: int = Field(default=1_000_000, gt=0)
     #: Comma-separated modules with extra metrics, imported by the orchestrator and every worker (for

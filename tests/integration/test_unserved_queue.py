@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -838,21 +838,14 @@ def test_a_polls_held_note_and_stall_decision_read_one_check_of_the_held_message
     assert asked == confirming, (asked, confirming)  # one confirmation in the poll, not a third check
 
 
-def test_a_watched_status_is_not_held_for_the_check_that_confirms_orphans(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``ragscore status --watch`` froze at each consumer check where orphans exist: its first check of the held
-    messages found them unconfirmed, and the second waited ``ORPHAN_CONFIRM_S`` (~4 s) inside the refresh. A watch
-    makes that second check at a later refresh now, its view kept meanwhile. Here the wait for it is an hour: the
-    watch goes on refreshing (no orphan said yet); once that wait is a moment, a refresh confirms them."""
-    from orchestrator import queues
+def _watched(
+    server: RedisProcess, store: RunStore, run_id: str, capsys: pytest.CaptureFixture[str], done: Callable[[str], bool]
+) -> str:
+    """What ``ragscore status --watch`` of ``run_id`` (refreshed every 10 ms, in a thread) printed once ``done`` with
+    it (60 s at most), then ended by its run's end (its state put back after)."""
     from orchestrator.cli import status
 
-    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
-    monkeypatch.setattr(queues, "ORPHAN_CONFIRM_S", 3600.0)
-    monkeypatch.setattr(queues, "ORPHAN_RECENT_S", 3 * 3600.0)
-    server, store, run_id = _held_by_a_worker_gone(tmp_path)
-    watch = threading.Thread(target=status, args=(run_id,), daemon=True,  # held an hour without the change
+    watch = threading.Thread(target=status, args=(run_id,), daemon=True,
                              kwargs={"broker": server.url, "watch": True, "interval": 0.01})  # fmt: skip
     said: list[str] = []
 
@@ -860,15 +853,40 @@ def test_a_watched_status_is_not_held_for_the_check_that_confirms_orphans(
         said.append(capsys.readouterr().out)
         return "".join(said)
 
-    orphaned = "held by a worker that stopped"
+    state = store.meta(run_id)["state"]
     try:
         watch.start()
-        assert until(lambda: printed().count(run_id) >= 5, 60), printed()  # refreshes go on past the first check
-        assert orphaned not in printed()  # unconfirmed yet: nothing said of them
-        monkeypatch.setattr(queues, "ORPHAN_CONFIRM_S", 0.01)  # the next refresh's check confirms them
-        assert until(lambda: orphaned in printed(), 60), printed()
+        reached = until(lambda: done(printed()), 60)
     finally:
         store.r.hset(store.key(run_id, "meta"), "state", "cancelled")  # the watch ends with its run
-        watch.join(60)
-        server.stop()
+        watch.join(30)
+        store.r.hset(store.key(run_id, "meta"), "state", state)
+    assert reached, printed()
     assert not watch.is_alive(), "status --watch went on after its run ended"
+    return printed()
+
+
+def test_a_watched_status_is_not_held_for_the_check_that_confirms_orphans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ragscore status --watch`` froze at each consumer check where orphans exist: its first check of the held
+    messages found them unconfirmed, and the second waited ``RAGSCORE_ORPHAN_CONFIRM_S`` (~4 s) inside the refresh.
+    It froze too where a consumer check came within that wait of the check before (a follow-up still finding new
+    orphans): that check slept the rest of the wait. A watch makes the check that confirms them at a later refresh
+    now, its view kept meanwhile. Here the wait for it is an hour and the consumer checks come at each refresh: the
+    watch goes on refreshing (no orphan said yet); once that wait is a moment, a refresh confirms them."""
+    from orchestrator import queues
+
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)
+    monkeypatch.setattr(queues, "CONSUMER_CHECK_S", 0.0)  # a check at each refresh: the second within the wait
+    monkeypatch.setenv("RAGSCORE_ORPHAN_CONFIRM_S", "3600")
+    server, store, run_id = _held_by_a_worker_gone(tmp_path)
+    orphaned = "held by a worker that stopped"
+    try:
+        # held an hour at the second refresh without the change
+        said = _watched(server, store, run_id, capsys, lambda out: out.count(run_id) >= 5)  # past the first check
+        assert orphaned not in said  # unconfirmed yet: nothing said of them
+        monkeypatch.setenv("RAGSCORE_ORPHAN_CONFIRM_S", "0.01")  # a later refresh's check confirms them
+        _watched(server, store, run_id, capsys, lambda out: orphaned in out)
+    finally:
+        server.stop()
