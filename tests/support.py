@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -70,15 +71,36 @@ def until(check: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
+#: Per stream, the reader of a :func:`next_line` call that timed out, still waiting for its line: the next call on
+#: that stream takes its line, in place of a second reader (which would read the line after, the first one's lost).
+_waiting_readers: weakref.WeakKeyDictionary[IO[str], queue.Queue[str]] = weakref.WeakKeyDictionary()
+
+
 def next_line(stream: IO[str], timeout: float) -> str:
     """``stream.readline()`` ("" at its end), failing where no line comes within ``timeout`` seconds: a process that
-    hangs silent is named at once, not by the suite's timeout many minutes later with every thread's stack."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    hangs silent is named at once, not by the suite's timeout many minutes later with every thread's stack. The
+    line is read in a thread, one per stream at most: one that timed out goes on waiting (until the stream's line or
+    end: its process's end) and gives its line to the next call on the stream."""
+    lines = _waiting_readers.pop(stream, None)
+    if lines is None:
+        lines = queue.Queue()
+        threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
     try:
         return lines.get(timeout=timeout)
     except queue.Empty:
+        _waiting_readers[stream] = lines
         raise AssertionError(f"no line read within {timeout} s") from None
+
+
+def output_of(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
+    """The stdout and stderr of ``proc``, which has exited, for an assert's message: read ``timeout`` s at most (a
+    child of it still holding its pipes would hold a plain ``communicate()`` for ever), then it is killed."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return f"(its output did not end within {timeout} s)"
+    return f"stdout: {out}\nstderr: {err}"
 
 
 def lines_until(stream: IO[str], said: str, timeout: float) -> list[str]:

@@ -36,6 +36,7 @@ from ..support import (
     lines_until,
     make_rows,
     next_line,
+    output_of,
     stop_worker_command,
     until,
     users_files,
@@ -636,7 +637,7 @@ def test_ctrl_c_mid_run_leaves_no_processes(tmp_path: Path, home: Path) -> None:
     proc = _start_run(tmp_path, home, 30000)
     _until_workers_run(home)
     _until_recorded(tmp_path / "o")  # not a fixed sleep: the resume hint needs it
-    assert proc.poll() is None, proc.communicate()
+    assert proc.poll() is None, output_of(proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=240)  # generous: a loaded host (the parallel test pass) cancels slowly
     assert proc.returncode == 130, stderr
@@ -720,7 +721,7 @@ def test_a_closed_terminal_sighup_interrupts_an_embedded_run_as_ctrl_c_does(tmp_
     try:
         _until_workers_run(home)
         _until_recorded(out)  # not a fixed sleep: the resume hint needs it
-        assert proc.poll() is None, proc.communicate()
+        assert proc.poll() is None, output_of(proc)
         proc.send_signal(signal.SIGHUP)
         _, stderr = proc.communicate(timeout=240)  # as the Ctrl-C test's
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..fakes import FakeProvider
-from ..support import ROOT, interrupted_once_said, interruptible, until, write_jsonl
+from ..support import ROOT, interrupted_once_said, interruptible, output_of, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +161,7 @@ def test_a_run_stopped_by_ctrl_c_is_shown_by_status_and_results_with_the_command
     with FakeProvider(api_key=keys, latency_s=0.5) as fake:
         run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE)
         try:
-            assert run.poll() is None, run.communicate()
+            assert run.poll() is None, output_of(run)
             run.send_signal(signal.SIGINT)
             _, stderr = run.communicate(timeout=60)
         finally:
@@ -276,7 +276,7 @@ def test_a_run_stopped_by_ctrl_c_ends_its_progress_on_what_status_then_shows(
         fake.hold = threading.Event()  # the first judge call waits: the Ctrl-C comes while it is in flight
         run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE, quiet=False)
         try:
-            assert run.poll() is None, run.communicate()
+            assert run.poll() is None, output_of(run)
             run.send_signal(signal.SIGINT)
             _, stderr = run.communicate(timeout=120)
         finally:
@@ -304,7 +304,7 @@ def test_a_run_cancelled_from_another_shell_ends_its_progress_on_what_was_scored
         fake.hold = threading.Event()  # the first judge call waits for the cancel: no race with the run's end
         run = _judging_run(tmp_path, fake, model, home, out, output=subprocess.PIPE, quiet=False)
         try:
-            assert run.poll() is None, run.communicate()
+            assert run.poll() is None, output_of(run)
             cancel = _cli("cancel", out, home=home)
             fake.hold.set()
             _, stderr = run.communicate(timeout=120)
@@ -405,7 +405,7 @@ def test_a_resume_read_mid_run_counts_what_it_redoes_neither_unscorable_nor_erro
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and fake.stats()["requests"] == before and resume.poll() is None:
             time.sleep(0.1)
-        assert resume.poll() is None, resume.communicate()
+        assert resume.poll() is None, output_of(resume)
         status = _cli("status", out, home=home)  # mid-run: every output stored is being judged again
         assert "running" in status.stdout and "errors 0 · unscorable 0" in status.stdout, status.stdout
     finally:
@@ -434,7 +434,7 @@ def test_a_run_stopped_by_ctrl_c_counts_the_judge_calls_in_flight_that_end_after
         embedded = EmbeddedRedis(home)
         embedded.acquire()
         try:
-            assert run.poll() is None, run.communicate()
+            assert run.poll() is None, output_of(run)
             run_id = json.loads((out / "run.json").read_text())["run_id"]
             run.send_signal(signal.SIGINT)
             store = RunStore(embedded.client, ttl_s=3600)

@@ -137,7 +137,7 @@ def _write_one(out: Path) -> subprocess.CompletedProcess[str]:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        proc.wait(timeout=30)  # killed: its end comes at once (its pipes are not read: a child may hold them)
         pytest.fail("the report hung")
     return subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
 

@@ -74,6 +74,13 @@ def status_fields(pid: int) -> dict[str, str]:
     return {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
 
 
+def program_pids(parent: int) -> list[int]:
+    """Host pids below ``parent`` running a sandboxed program (``main.py``, the local backend's) or a fork of one,
+    zombies left out."""
+    return [pid for pid in descendants(parent) if _read(Path(f"/proc/{pid}/cmdline")).endswith(b"main.py\0")
+            and not status_fields(pid).get("State", "Z").startswith("Z")]  # fmt: skip
+
+
 def descendants(pid: int) -> list[int]:
     """Host pids below ``pid`` (children, grandchildren, ...), as the host's /proc shows them now."""
     children: dict[int, list[int]] = {}

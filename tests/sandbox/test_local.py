@@ -27,8 +27,8 @@ from ragscore_workers.sandbox import (
 from ragscore_workers.sandbox._seccomp import AUDIT_ARCH, FAMILY_CHECKED, REFUSED
 from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, OWN_PROCESSES, SANDBOX_ENV
 
-from ..support import ROOT
-from .support import FORK_UP_TO, descendants, pids_running, sandbox_uid_pids, slot_helpers, status_fields
+from ..support import ROOT, until
+from .support import FORK_UP_TO, descendants, pids_running, program_pids, sandbox_uid_pids, slot_helpers, status_fields
 
 FAST = Limits(timeout_s=5)
 #: What the root of a sandbox may contain: /usr (and its merged-/usr aliases), a few /etc files, mounts.
@@ -331,9 +331,11 @@ def test_no_process_outlives_its_sandbox(sandbox: LocalSandbox) -> None:
 def test_fork_bomb_is_contained_and_spares_a_concurrent_sandbox(sandbox: LocalSandbox) -> None:
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     results: dict[str, ExecResult] = {}
-    thread = threading.Thread(target=lambda: results.update(bomb=run(sandbox, bomb, limits=Limits(timeout_s=3))))
+    limits = Limits(timeout_s=3)
+    thread = threading.Thread(target=lambda: results.update(bomb=run(sandbox, bomb, limits=limits)))
     thread.start()
-    time.sleep(1.0)  # the bomb has hit its process limit by now
+    full = until(lambda: len(program_pids(os.getpid())) >= limits.processes or not thread.is_alive(), 60)
+    assert full and thread.is_alive(), "the bomb never reached its process limit"
     results["neighbour"] = run(sandbox, "import subprocess\nprint(subprocess.run(['true']).returncode)")
     thread.join()
     assert results["bomb"].stopped_by == "timeout"
