@@ -77,7 +77,9 @@ def test_two_systems_scored_compared_and_rescored_without_calls(home: Path, toke
         cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(tmp_path / "first" / "answers.jsonl"),
                "--suite", str(_write_suite(tmp_path, suite | {"metrics": ["verbatim", "exact_match"]})),
                "--no-target", "--out", str(rescore), "--quiet"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=600
+        )
         calls_after_rescore = dict(rag.calls)
 
     assert calls_first == {"exact": N, "sloppy": N}, "every question asked of every system, once"
@@ -126,7 +128,9 @@ def test_two_systems_scored_compared_and_rescored_without_calls(home: Path, toke
     # Compare: one run, two systems, side by side.
     compare = [sys.executable, "-m", "orchestrator.cli", "compare", str(tmp_path / "first"),
                "--out", str(tmp_path / "compare")]  # fmt: skip
-    shown = subprocess.run(compare, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+    shown = subprocess.run(
+        compare, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=600
+    )
     assert shown.returncode == 0, shown.stderr[-2000:]
     table = (tmp_path / "compare" / "compare.md").read_text(encoding="utf-8")
     assert "# ragscore compare: exact vs sloppy" in table
@@ -318,7 +322,9 @@ def test_resume_asks_again_only_what_has_no_answer(home: Path, token: str, tmp_p
         first = _run_while_down(rag, out)
         calls_first = dict(rag.calls)
         cmd = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=600
+        )
         calls_after = dict(rag.calls)
 
     assert done.returncode == 0, done.stderr[-2000:]
@@ -412,7 +418,9 @@ def test_a_system_that_answered_no_question_fails_the_run_though_the_pooled_gate
         cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(write_jsonl(tmp_path / "q.jsonl", questions(N))),
                "--suite", str(tmp_path / "suite.json"), "--out", str(tmp_path / "out"), "--fail-under",
                "verbatim=0.9", "--quiet"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=600
+        )
 
     said = " ".join(done.stderr.split())
     assert done.returncode == 1, said[-2000:]
@@ -601,7 +609,9 @@ def test_a_reply_without_the_answer_is_not_cached_so_a_resume_asks_again(home: P
         with pytest.warns(IncompleteRunWarning, match="no scores for exact_match"):  # every reply lacked the answer
             first = evaluate(questions(N), suite, out=out)
         cmd = [sys.executable, "-m", "orchestrator.cli", "run", "--resume", str(out), "--quiet"]
-        done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=600
+        )
         calls = dict(api.calls)
 
     assert first.summary.by_system["rag"]["exact_match"].errors == N
@@ -678,7 +688,9 @@ def _ragscore_run(dataset: Path, suite: Path, out: Path, *extra: str) -> subproc
     """``ragscore run`` embedded (no broker), its stderr read."""
     cmd = [sys.executable, "-m", "orchestrator.cli", "run", str(dataset), "--suite", str(suite), "--out", str(out),
            "--quiet", *extra]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()})
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=os.environ | {"PYTHONPATH": os.getcwd()}, timeout=600
+    )
 
 
 def test_ragscore_run_of_an_llm_alone_and_its_answers_rescored_say_once_what_is_unscorable(
