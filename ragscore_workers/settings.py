@@ -361,9 +361,11 @@ MIN_WORKER_SOCKET_TIMEOUT_S = 5.0
 
 #: Default of ``RAGSCORE_ORPHAN_CONFIRM_S``: two renewals of the workers' keys (``kept.RENEW_S``, every 2 s).
 DEFAULT_ORPHAN_CONFIRM_S = 4.0
-#: Default of ``RAGSCORE_ALIVE_TTL_S``, and the least: a key must outlive a few of its renewals (every 2 s).
+#: Default of ``RAGSCORE_ALIVE_TTL_S``: a key outlives a few of its renewals (every 2 s).
 DEFAULT_ALIVE_TTL_S = 10
-MIN_ALIVE_TTL_S = 5
+#: The least ``RAGSCORE_ALIVE_TTL_S``: the default, as an older status takes every key to live that long (its time
+#: left below the default less a few seconds, a key just renewed, would read as a gone worker's).
+MIN_ALIVE_TTL_S = DEFAULT_ALIVE_TTL_S
 
 
 class Settings(BaseSettings):

@@ -314,6 +314,8 @@ def test_a_visibility_timeout_not_above_every_hard_time_limit_is_refused(monkeyp
         (["run", "--bogus"], {}, "No such option: --bogus"),
         (["worker", "-Q", "judge"], {"RAGSCORE_VISIBILITY_TIMEOUT_S": "5"}, "TIMEOUT_S='5': must be above"),
         (["worker", "-Q", "judge"], {"RAGSCORE_WORKER_STORE_TIMEOUT_S": "120"}, "STORE_TIMEOUT_S='120': a worker's"),
+        (["status", "r-1"], {"RAGSCORE_ORPHAN_CONFIRM_S": "0"}, "RAGSCORE_ORPHAN_CONFIRM_S='0': Input should be greater"),
+        (["worker", "-Q", "cpu"], {"RAGSCORE_ALIVE_TTL_S": "9"}, "RAGSCORE_ALIVE_TTL_S='9': Input should be greater"),
     ],
 )
 def test_the_cli_says_what_is_malformed_and_exits_2(args: list[str], env: dict[str, str], message: str) -> None:
@@ -431,3 +433,28 @@ def test_a_workers_store_wait_past_the_visibility_timeout_is_refused_naming_both
     assert "at most 97 s" in said, said
     monkeypatch.setenv("RAGSCORE_VISIBILITY_TIMEOUT_S", "1200")
     get_settings().check_visibility_timeout()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("RAGSCORE_ORPHAN_CONFIRM_S", "0", "Input should be greater than 0"),
+        ("RAGSCORE_ORPHAN_CONFIRM_S", "-4", "Input should be greater than 0"),
+        ("RAGSCORE_ORPHAN_CONFIRM_S", "4s", "Input should be a valid number"),
+        ("RAGSCORE_ALIVE_TTL_S", "0", "Input should be greater than or equal to 10"),
+        ("RAGSCORE_ALIVE_TTL_S", "-10", "Input should be greater than or equal to 10"),
+        ("RAGSCORE_ALIVE_TTL_S", "9", "Input should be greater than or equal to 10"),
+        ("RAGSCORE_ALIVE_TTL_S", "1m", "Input should be a valid integer"),
+    ],
+)
+def test_a_bad_orphan_confirm_wait_or_alive_ttl_is_refused_named(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    """The wait before a check confirms orphans and the life of a worker's key saying it runs: a value that is not a
+    number, none above 0, or a key's life under the 10 s an older status takes each key to live, is refused, named."""
+    assert get_settings().orphan_confirm_s == 4.0 and get_settings().alive_ttl_s == 10
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=re.escape(f"{variable}='{value}': {message}")):
+        get_settings()
+    monkeypatch.setenv(variable, "3600")
+    assert getattr(get_settings(), variable.removeprefix("RAGSCORE_").lower()) == 3600
