@@ -135,7 +135,7 @@ HELD_ASK_S = 1.0
 #: one read is renewed again by then.
 ORPHAN_CONFIRM_S = DEFAULT_ORPHAN_CONFIRM_S
 #: Seconds after its end that a check's orphans no longer confirm the next check's (:class:`OrphanWatch`), with the
-#: default ``ORPHAN_CONFIRM_S`` (another scales it alike): the workers may have changed since (a stall long over, the
+#: default ``ORPHAN_CONFIRM_S`` (a longer one scales it up): the workers may have changed since (a stall long over, the
 #: run at work between), and the next check starts afresh. Timed from its end, and above ``ORPHAN_CONFIRM_S``:
 #: :meth:`OrphanWatch.confirmed`'s second check, begun within ``ORPHAN_CONFIRM_S`` of the first's end, is confirmed
 #: by it however long the first took (a loaded broker).
@@ -317,9 +317,9 @@ class OrphanWatch:
     (:meth:`~ragscore_workers.alive.AliveKey.may_hold`) has a key that does not list it, and one check calls it an
     orphan; the next reads that key renewed since, which lists it. So is a worker slow to renew its key (a GC pause, a
     busy host): a check after one that found orphans begins ``confirm_s`` (``RAGSCORE_ORPHAN_CONFIRM_S``) after it
-    began at the soonest, and one begun more than ``ORPHAN_RECENT_S`` (scaled to ``confirm_s``) after it ended is
-    confirmed by none (a stale check does not confirm a fresh one). A message is known by its queue and delivery stamp
-    (a re-delivery is another)."""
+    began at the soonest, and one begun more than ``ORPHAN_RECENT_S`` (scaled up to a longer ``confirm_s``) after it
+    ended is confirmed by none (a stale check does not confirm a fresh one). A message is known by its queue and
+    delivery stamp (a re-delivery is another)."""
 
     def __init__(self, store: RunStore, run_id: str, confirm_s: float | None = None) -> None:
         self.store, self.run_id = store, run_id
@@ -335,9 +335,10 @@ class OrphanWatch:
         self._put_off = False
 
     def _recent_s(self) -> float:
-        """Seconds after its end that a check's orphans still confirm the next's: ``ORPHAN_RECENT_S``, scaled to this
-        watch's ``confirm_s``."""
-        return ORPHAN_RECENT_S * self.confirm_s / ORPHAN_CONFIRM_S
+        """Seconds after its end that a check's orphans still confirm the next's: ``ORPHAN_RECENT_S``, scaled up to a
+        longer ``confirm_s`` of this watch's (never down: a watch refreshing every few seconds must still make its
+        follow-up within it where ``confirm_s`` is a moment)."""
+        return ORPHAN_RECENT_S * max(1.0, self.confirm_s / ORPHAN_CONFIRM_S)
 
     def due_in(self) -> float:
         """Seconds until a check may begin that confirms the last one's orphans (0: now, or none to confirm)."""

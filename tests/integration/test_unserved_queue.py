@@ -890,3 +890,26 @@ def test_a_watched_status_is_not_held_for_the_check_that_confirms_orphans(
         _watched(server, store, run_id, capsys, lambda out: orphaned in out)
     finally:
         server.stop()
+
+
+def test_a_check_a_watchs_refresh_later_confirms_orphans_though_the_confirm_wait_is_a_moment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check's orphans confirmed only a check begun within ``ORPHAN_RECENT_S`` of its end, scaled to
+    ``RAGSCORE_ORPHAN_CONFIRM_S``: a wait of 0.5 s left 1.5 s, less than a watch's refreshes (2 s apart, say), whose
+    every check then started afresh and confirmed none. Scaled up only now: a follow-up a second later confirms."""
+    from orchestrator import queues
+    from orchestrator.queues import OrphanWatch
+
+    monkeypatch.setattr(queues, "HELD_ASK_S", 1e-6)  # no worker answers: no wait for one
+    monkeypatch.setenv("RAGSCORE_ORPHAN_CONFIRM_S", "0.01")
+    server, store, run_id = _held_by_a_worker_gone(tmp_path)
+    try:
+        watch = OrphanWatch(store, run_id)
+        first = watch.check()
+        assert not first.orphans and first.unconfirmed == 1, first
+        time.sleep(1.0)  # a refresh later: 100 times the confirm wait, well within the default ORPHAN_RECENT_S
+        assert watch.follow_up_due()
+        assert len(watch.check().orphans) == 1
+    finally:
+        server.stop()
