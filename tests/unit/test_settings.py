@@ -314,7 +314,7 @@ def test_a_visibility_timeout_not_above_every_hard_time_limit_is_refused(monkeyp
         (["run", "--bogus"], {}, "No such option: --bogus"),
         (["worker", "-Q", "judge"], {"RAGSCORE_VISIBILITY_TIMEOUT_S": "5"}, "TIMEOUT_S='5': must be above"),
         (["worker", "-Q", "judge"], {"RAGSCORE_WORKER_STORE_TIMEOUT_S": "120"}, "STORE_TIMEOUT_S='120': a worker's"),
-        (["status", "r-1"], {"RAGSCORE_ORPHAN_CONFIRM_S": "0"}, "RAGSCORE_ORPHAN_CONFIRM_S='0': Input should be greater"),
+        (["status", "r-1"], {"RAGSCORE_ORPHAN_CONFIRM_S": "0"}, "ORPHAN_CONFIRM_S='0': Input should be greater"),
         (["worker", "-Q", "cpu"], {"RAGSCORE_ALIVE_TTL_S": "9"}, "RAGSCORE_ALIVE_TTL_S='9': Input should be greater"),
     ],
 )
