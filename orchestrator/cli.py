@@ -1119,7 +1119,7 @@ def _confirming_orphans(unconfirmed: int, confirm_s: float) -> None:
     """What a one-off ``ragscore status`` says before it checks again whether workers that are gone hold the run's
     messages (:meth:`~orchestrator.queues.OrphanWatch.confirmed`, ``confirm_s`` later): a wait, not a hang."""
     held = counted(unconfirmed, "message")
-    err.print(f"{held} may be held by a worker that is gone: checking again in {confirm_s:.0f} s to be sure",
+    err.print(f"{held} may be held by a worker that is gone: checking again in {confirm_s:.10g} s to be sure",
               soft_wrap=True)  # fmt: skip
 
 
