@@ -4,11 +4,12 @@ between) on the same texts, the same model, in one process.
     python -m bench.embed_steps [--n 2048] [--rounds 4] [--batch-size 64] [--device cpu]
 
 Texts: bench.embed's distinct texts (questions, answers, references, answer sentences, contexts cut as the worker
-cuts them), the first ``n`` shuffled (a mix of lengths, as a production slice of up to 2,048 texts holds). ABAB:
-each round times one call (A), then the steps (B), then B and A again, so a drift of the shared machine's speed
-falls on both; a round's ratio is the steps' texts/s ÷ one call's (>= 0.97: within noise; the median is
-reported). The stepped vectors are checked against one call's (allclose) before any timing. ``other_cores``:
-CPU cores used meanwhile by processes that are not this one (bench.embed's :class:`OtherLoad`).
+cuts them), the first ``n`` shuffled (a mix of lengths, as a production slice of up to 2,048 texts holds). Each
+round times one call (A), then the steps (B) twice, then one call again (A B B A), so a steady drift of the shared
+machine's speed falls on both alike; a round's ratio is the steps' texts/s ÷ one call's (>= 0.97: within noise;
+the median is reported). The stepped vectors are checked against one call's (allclose) before any timing, which
+warms both up. ``other_cores``: CPU cores used meanwhile by processes that are not this one (bench.embed's
+:class:`OtherLoad`).
 """
 
 from __future__ import annotations
