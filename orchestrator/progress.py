@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ __all__ = [
     "ProgressView",
     "RecentRate",
     "at_least",
+    "chunk_counts",
     "fmt_duration",
     "loading",
     "make_progress",
@@ -266,7 +268,27 @@ def _tallies(counters: dict[str, int]) -> str:
     judge = f" judge calls {counters.get('judge_calls', 0):,}" if "total:judge" in counters else ""
     stopped = _units(counters)[2]
     cut = "" if stopped is None else f"stopped {stopped:,} "
-    return f"{cut}errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}{judge}"
+    chunk = chunk_counts(counters)
+    tallies = f"{cut}errors {counters.get('errors', 0)} unscorable {counters.get('unscorable', 0)}{judge}"
+    return f"{tallies} {chunk}" if chunk else tallies
+
+
+#: A worker's note of a chunk's encoding under way, with how many of its texts are done (``encoding 2,048 texts: 512
+#: done``: :func:`ragscore_workers.embedding._encode_missing`).
+_ENCODING_DONE = re.compile(r"encoding ([\d,]+) texts?: ([\d,]+) done")
+
+
+def chunk_counts(counters: dict[str, int]) -> str:
+    """``embed chunk 512/2,048 texts encoded``: how far each queue's worker (of the notes :func:`load_note` reads) is
+    through the texts of the chunk it encodes, shown beside the tallies while the note itself is not (it would hide
+    the ETA once the queue's units began: :func:`unbegun_load_note`); ``""`` for none."""
+    counts = []
+    for queue in _loads(counters):
+        of = f"load_of:{queue}:"
+        doing = next((key[len(of) :] for key in counters if key.startswith(of)), "")
+        if found := _ENCODING_DONE.fullmatch(doing):
+            counts.append(f"{queue} chunk {found[2]}/{found[1]} texts encoded")
+    return "; ".join(counts)
 
 
 def at_least(text: str, floor: bool) -> str:

@@ -59,6 +59,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelSource",
     "Noting",
+    "Retell",
     "Vectors",
     "clear_memory_cache",
     "cosine",
@@ -93,6 +94,9 @@ REDIS_CACHE_TTL_S = 30 * 24 * 3600
 #: slices, each cached as soon as it is done, so a chunk stopped by its time limit keeps what it encoded and a resume
 #: goes on from there instead of starting over (and timing out) again.
 ENCODE_SLICE = 2048
+#: Fewest texts of one step of a slice's encoding (:func:`encode_step`): the worker's note says how many of the slice
+#: are done after each (``encoding 512 of 2,000 texts``).
+ENCODE_STEP_MIN = 256
 #: Seconds a failed model load is remembered, so a chunk's rows do not each retry a dead hub.
 LOAD_FAILURE_MEMO_S = 60.0
 #: The counters of :attr:`Vectors.stats`.
@@ -304,9 +308,12 @@ def pick_device(device: str) -> str:
 
 # --------------------------------------------------------------------------- the per-process model
 
+#: ``retell(doing)``: what a :data:`Noting` block says from now on (``encoding 2,048 texts: 512 done``).
+Retell = Callable[[str], None]
 #: ``noting(doing)``: a context manager around what the worker does before its units are written, said in words
-#: (``loading all-MiniLM-L6-v2 on cpu``, ``encoding 1,234 texts``: :func:`ragscore_workers.model_loading.noting_loads`).
-Noting = Callable[[str], AbstractContextManager[None]]
+#: (``loading all-MiniLM-L6-v2 on cpu``, ``encoding 1,234 texts``: :func:`ragscore_workers.model_loading.noting_loads`),
+#: giving the block a :data:`Retell` (or None: what it says cannot change).
+Noting = Callable[[str], AbstractContextManager[Retell | None]]
 
 
 @dataclass
@@ -373,8 +380,33 @@ class Encoder:
         out = self.loaded().encode(list(texts), batch_size=batch_size, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
+    def encode_stepped(self, texts: Sequence[str], batch_size: int, told: Callable[[int], None]) -> np.ndarray:
+        """:meth:`encode`'s rows, in steps of :func:`encode_step` texts, ``told`` how many are done after each: the
+        texts are sorted longest first as one ``encode`` call sorts them (sentence-transformers' ``-len`` of each),
+        so the model sees the batches one call would (as little padding), and the rows are put back in order."""
+        order = length_order(texts)
+        step = encode_step(batch_size)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), step):
+            part = order[start : start + step]
+            out[part] = self.encode([texts[i] for i in part], batch_size)
+            told(start + len(part))
+        return out
 
-def _noted(noting: Noting | None, doing: str) -> AbstractContextManager[None]:
+
+def length_order(texts: Sequence[str]) -> np.ndarray:
+    """The indices of ``texts``, longest first, in the order one sentence-transformers ``encode`` call batches them
+    (its ``np.argsort`` of each text's ``-len``)."""
+    return np.argsort([-len(text) for text in texts])
+
+
+def encode_step(batch_size: int) -> int:
+    """Texts of one step of :meth:`Encoder.encode_stepped`: the least multiple of ``batch_size`` of at least
+    :data:`ENCODE_STEP_MIN` (whole batches: the model's batches are one call's)."""
+    return -(-ENCODE_STEP_MIN // batch_size) * batch_size
+
+
+def _noted(noting: Noting | None, doing: str) -> AbstractContextManager[Retell | None]:
     """``noting(doing)``, or nothing to note without a hook."""
     return nullcontext() if noting is None else noting(doing)
 
@@ -679,13 +711,19 @@ def _encode_missing(
     if not todo:
         return encoded, encode_s, calls
     digests = list(todo)
-    with _noted(noting, f"encoding {counted(len(digests), 'text')}"):
+    doing = f"encoding {counted(len(digests), 'text')}"
+    with _noted(noting, doing) as retell:
         for start in range(0, len(digests), ENCODE_SLICE):
             part = digests[start : start + ENCODE_SLICE]
             started = time.perf_counter()
+
+            def told(done: int, before: int = start) -> None:
+                if retell is not None:
+                    retell(f"{doing}: {before + done:,} done")
+
             # A lone surrogate (half an emoji cut by a UTF-16 slicer) makes the tokenizer refuse the whole batch: it
             # is encoded as U+FFFD, the character it stands for nothing else.
-            matrix = encoder.encode([valid_unicode(todo[d]) for d in part], config.batch_size)
+            matrix = encoder.encode_stepped([valid_unicode(todo[d]) for d in part], config.batch_size, told)
             encode_s += time.perf_counter() - started
             calls += 1
             done = dict(zip(part, matrix, strict=True))

@@ -21,10 +21,10 @@ from typing import Any
 
 import redis
 
-from .embedding import Noting
+from .embedding import Noting, Retell
 from .store import LOADING_PART, RunStore, loading_value
 
-__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "noting", "noting_loads"]
+__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "RETELL_S", "noting", "noting_loads"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 LOAD_TTL_S = 30.0
 #: Seconds between two beats of a load under way.
 LOAD_BEAT_S = 10.0
+#: Fewest seconds between two writes of a note its block retells (an encoding's count of texts done): at most two a
+#: second per worker thread.
+RETELL_S = 0.5
 
 
 def _store_ms(client: Any) -> int:
@@ -41,26 +44,28 @@ def _store_ms(client: Any) -> int:
 
 
 @contextmanager
-def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[None]:
+def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[Retell]:
     """Note, for ``run_id``, that this thread does ``doing`` (``loading all-MiniLM-L6-v2 on cpu``) to serve ``queue``
-    while the block runs (beats from a thread). A Redis error costs only the note: never the work."""
+    while the block runs (beats from a thread). The block gets a :data:`~ragscore_workers.embedding.Retell`: what it
+    tells it (``encoding 2,048 texts: 512 done``) replaces the note, written by the beat thread at most every
+    :data:`RETELL_S` (the block never waits on Redis for it). A Redis error costs only the note: never the work."""
     key = RunStore.key(run_id, LOADING_PART)
     field = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
-    stop = threading.Event()
+    said = _Said(doing)
 
     def note(since_ms: int) -> None:
         until_ms = _store_ms(client) + round(LOAD_TTL_S * 1000)
         pipe = client.pipeline(transaction=False)
-        pipe.hset(key, field, loading_value(queue, doing, since_ms, until_ms))
+        pipe.hset(key, field, loading_value(queue, said.doing, since_ms, until_ms))
         pipe.pexpire(key, round(LOAD_TTL_S * 1000))
         pipe.execute()
 
     def beat(since_ms: int) -> None:
-        while not stop.wait(LOAD_BEAT_S):
+        while said.next_write():
             try:
                 note(since_ms)
             except redis.RedisError as exc:
-                log.debug("could not note %r for run %s: %s", doing, run_id, exc)
+                log.debug("could not note %r for run %s: %s", said.doing, run_id, exc)
 
     since_ms: int | None = None
     try:
@@ -70,19 +75,49 @@ def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[None]:
         log.warning("could not note %r for run %s: %s", doing, run_id, exc)
         since_ms = None
     if since_ms is None:  # done outside the handler: an error of the work is its own, not chained to Redis's
-        yield
+        yield said.retell
         return
     beating = threading.Thread(target=beat, args=(since_ms,), name="worker-note-beat", daemon=True)
     beating.start()
     try:
-        yield
+        yield said.retell
     finally:
-        stop.set()
+        said.end()
         beating.join()
         try:
             client.hdel(key, field)
         except redis.RedisError as exc:  # the note's end passes within LOAD_TTL_S all the same
             log.debug("could not clear the note of run %s: %s", run_id, exc)
+
+
+class _Said:
+    """What a :func:`noting` block says (``doing``), changed by its block (:meth:`retell`) and written by its beat
+    thread (:meth:`next_write`): every :data:`LOAD_BEAT_S`, and soon after a retelling, at most every
+    :data:`RETELL_S`."""
+
+    def __init__(self, doing: str) -> None:
+        self.doing = doing
+        self.stop = threading.Event()
+        self.told = threading.Event()
+
+    def retell(self, doing: str) -> None:
+        """Say ``doing`` instead (a plain assignment: the caller never waits on Redis)."""
+        self.doing = doing
+        self.told.set()
+
+    def end(self) -> None:
+        """The block ended: the beat thread stops at once."""
+        self.stop.set()
+        self.told.set()
+
+    def next_write(self) -> bool:
+        """Wait until the note is to be written again (a beat, or a retelling :data:`RETELL_S` after the last write);
+        False once the block ended."""
+        if self.stop.wait(RETELL_S):  # writes at most every RETELL_S
+            return False
+        self.told.wait(LOAD_BEAT_S - RETELL_S)
+        self.told.clear()
+        return not self.stop.is_set()
 
 
 def noting_loads(client: Any, run_id: str, queue: str) -> Noting | None:

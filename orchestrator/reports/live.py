@@ -28,7 +28,16 @@ from ragscore_workers.schemas import RunSummary
 from ragscore_workers.store import RunState, RunStore, work_before, work_began
 
 from ..floors import eta_floor_s
-from ..progress import IDLE_NOTE_S, WINDOW_S, RecentRate, at_least, fmt_duration, unbegun_load_note, wait_note
+from ..progress import (
+    IDLE_NOTE_S,
+    WINDOW_S,
+    RecentRate,
+    at_least,
+    chunk_counts,
+    fmt_duration,
+    unbegun_load_note,
+    wait_note,
+)
 from ..terminal import results_command, resume_command, shown
 
 if TYPE_CHECKING:
@@ -447,6 +456,8 @@ class StatusView:
             else:
                 caption += f" (limit {limit})" if limit else " (no rpm limit)"
             caption += f" · {thousands(self.samples[-1].judge_calls)} calls"
+        if chunk := chunk_counts(counters):
+            caption += f" · {chunk}"
         lines = [Text(f"Warning: {w}", style="yellow") for w in self.warnings]
         lines += [Text(line) for line in self.finishing_lines]
         if self.broker_note:

@@ -17,6 +17,7 @@ from ragscore_workers.embedding import (
     ModelNotFoundError,
     clear_memory_cache,
     embed,
+    encode_step,
     get_encoder,
     pick_device,
     process_info,
@@ -168,6 +169,18 @@ def test_embed_encodes_each_distinct_text_once_in_one_call(reference_encode: Cal
     again = embed(["gamma", "eta"], EmbeddingConfig())
     assert again.stats.pop("encode_ms") > 0
     assert again.stats == {"distinct": 2, "memory_hits": 1, "cache_hits": 0, "encoded": 1, "encode_calls": 1}
+
+
+def test_a_slice_encoded_in_steps_gets_one_calls_vectors_in_its_own_order() -> None:
+    """The steps of a slice (whole batches of its texts sorted longest first, as one ``encode`` call sorts them) give
+    the vectors one call gives, row for row, and say how many are done after each step."""
+    encoder = get_encoder(EmbeddingConfig(device="cpu"))
+    # lengths that a step's own sort would batch otherwise: one word to a few dozen, shuffled
+    texts = [" ".join(f"w{i}x{k}" for k in range(1 + (i * 37) % 41)) for i in range(3 * encode_step(8) + 5)]
+    told: list[int] = []
+    stepped = encoder.encode_stepped(texts, 8, told.append)
+    np.testing.assert_allclose(stepped, encoder.encode(texts, 8), atol=1e-5)
+    assert told == [encode_step(8), 2 * encode_step(8), 3 * encode_step(8), len(texts)]
 
 
 def test_the_model_is_loaded_once_per_process() -> None:

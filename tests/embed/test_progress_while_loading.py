@@ -34,7 +34,7 @@ LOADING = "embed: loading all-MiniLM-L6-v2 on cpu ("
 #: laptop's 2 cores, a few tenths of a second on 16).
 ROWS = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"answer {i} of the many answers this run scores",
          "reference": f"reference {i} that each answer is set against"} for i in range(1000)]  # fmt: skip
-ENCODING = f"embed: encoding {2 * len(ROWS):,} texts ("
+ENCODING = f"embed: encoding {2 * len(ROWS):,} texts"
 
 
 @pytest.mark.integration
@@ -70,6 +70,46 @@ def test_a_run_whose_embed_worker_loads_its_model_then_encodes_says_so_before_it
         worker.stop()
     assert summary.state == RunState.FINISHED and summary.metrics["answer_correctness"].errors == 0
     assert not [key for key in store.progress(run_id) if key.startswith("load")]  # the notes went with their work
+
+
+#: The in-chunk count the bar's and ``ragscore status``'s tallies show while the chunk's texts encode.
+CHUNK_DONE = re.compile(rf"embed chunk ([\d,]+)/{2 * len(ROWS):,} texts encoded")
+
+
+@pytest.mark.integration
+def test_the_bar_and_status_count_a_big_chunks_texts_encoded_before_the_chunk_ends(
+    tmp_path: Path, redis_server: RedisProcess, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One chunk of 2,000 texts: the bar's line and ``ragscore status`` say how many are encoded as the worker goes,
+    more than one count short of the whole before the chunk's first item is scored (it sat still, then jumped)."""
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)  # a plain line at every poll: none missed
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "embed", home, concurrency=1).start()
+    out = io.StringIO()
+    view = PlainProgress(out)
+    seen: dict[str, set[int]] = {"line": set(), "status": set()}
+
+    def counted_twice() -> bool:
+        counters, status = store.progress(run_id), status_text(store, run_id)
+        view.update(counters)
+        line = out.getvalue().splitlines()[-1] if out.getvalue() else ""
+        if counters.get("done", 0) > 0:
+            return True
+        for name, text in (("line", line), ("status", status)):
+            seen[name] |= {int(found[1].replace(",", "")) for found in CHUNK_DONE.finditer(text)}
+        return all(len({n for n in counts if n < 2 * len(ROWS)}) >= 2 for counts in seen.values())
+
+    try:
+        suite = {"name": "steps", "metrics": ["answer_correctness"], "chunk_size": {"embed": len(ROWS)},
+                 "embedding": {"device": "cpu", "cache": False}}  # fmt: skip
+        run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS), load_suite(suite), store).run_id
+        view.start(run_id)
+        assert until(counted_twice, BOOT_S), (seen, out.getvalue())
+        assert all(len({n for n in counts if n < 2 * len(ROWS)}) >= 2 for counts in seen.values()), seen
+        summary = wait(store, run_id, timeout_s=BOOT_S)
+    finally:
+        worker.stop()
+    assert summary.state == RunState.FINISHED and summary.metrics["answer_correctness"].errors == 0
 
 
 #: A process that notes a load of run argv[2] on the store argv[1] (its note's TTL 2 s, a beat each 0.2 s), says

@@ -734,6 +734,26 @@ def test_a_chunk_encoding_is_said_until_the_attempts_first_units_then_the_eta_is
     assert re.search(r" ETA \d+s ", last) and "encoding" not in last and "no progress" not in last, last
 
 
+def test_a_later_chunks_texts_encoded_so_far_are_counted_beside_the_tallies_and_the_eta_stays(clock: Clock) -> None:
+    """Once the embed queue's units began its note is off the line (it would hide the ETA), and the bar sat still
+    through each big chunk, then jumped: the count of the chunk's texts encoded so far is said beside the tallies."""
+    counters = {"done": 0, "total": 1000, "total:embed": 1000, "work_ms": 1000, "before:done": 0}
+    stepping = {"load_ms:embed": 4000, "load_of:embed:encoding 2,048 texts: 512 done": 1}
+    out = io.StringIO()
+    view = PlainProgress(out)
+    view.start("r1")
+    for step in range(1, 4):
+        clock.advance(20.0)
+        line = _said(view, out, {**counters, "done": 100 * step, "done:embed": 100 * step,
+                                 "work_ms": 1000 + 20_000 * step} | stepping)  # fmt: skip
+    assert line.endswith("errors 0 unscorable 0 embed chunk 512/2,048 texts encoded"), line
+    assert re.search(r" ETA \d+s ", line), line
+    rich = progress.RichProgress()
+    rich.start("r1")
+    rich.update({**counters, "done": 300, "done:embed": 300, "work_ms": 61_000} | stepping)
+    assert "embed chunk 512/2,048 texts encoded" in _drawn(rich, 200)
+
+
 LOADING_ON_CUDA = {"load_ms:embed": 30_000, "load_of:embed:loading all-MiniLM-L6-v2 on cuda": 1}
 
 
