@@ -179,6 +179,12 @@ def loading(counters: dict[str, int]) -> bool:
     return bool(_loads(counters))
 
 
+def _doing(counters: dict[str, int], queue: str) -> str:
+    """What the note of ``queue``'s worker says it does (``load_of:{queue}:{doing}``), ``""`` for no note."""
+    of = f"load_of:{queue}:"
+    return next((key[len(of) :] for key in counters if key.startswith(of)), "")
+
+
 def load_note(counters: dict[str, int], queues: Collection[str] | None = None) -> str:
     """``embed: loading all-MiniLM-L6-v2 on cpu (12 s)``, ``embed: encoding 1,234 texts (20 s)``: what a worker of each
     queue (of ``queues`` only, when given) does for the run before its units are written (``""`` for none, or a note
@@ -187,8 +193,7 @@ def load_note(counters: dict[str, int], queues: Collection[str] | None = None) -
     for queue, ms in _loads(counters).items():
         if queues is not None and queue not in queues:
             continue
-        of = f"load_of:{queue}:"
-        doing = next((key[len(of) :] for key in counters if key.startswith(of)), "at work")
+        doing = _doing(counters, queue) or "at work"
         took = f"{ms / 1000:.0f} s" if ms < 60_000 else fmt_duration(ms / 1000)
         notes.append(f"{queue}: {doing} ({took})")
     return "; ".join(notes)
@@ -284,9 +289,7 @@ def chunk_counts(counters: dict[str, int]) -> str:
     the ETA once the queue's units began: :func:`unbegun_load_note`); ``""`` for none."""
     counts = []
     for queue in _loads(counters):
-        of = f"load_of:{queue}:"
-        doing = next((key[len(of) :] for key in counters if key.startswith(of)), "")
-        if found := _ENCODING_DONE.fullmatch(doing):
+        if found := _ENCODING_DONE.fullmatch(_doing(counters, queue)):
             counts.append(f"{queue} chunk {found[2]}/{found[1]} texts encoded")
     return "; ".join(counts)
 

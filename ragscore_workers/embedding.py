@@ -704,7 +704,8 @@ def _encode_missing(
     encoder: Encoder, todo: dict[str, str], config: EmbeddingConfig, redis: Any, noting: Noting | None
 ) -> tuple[dict[str, np.ndarray], float, int]:
     """Encode the texts of ``todo`` (sha256 -> text) in slices of :data:`ENCODE_SLICE`, each cached as soon as it is
-    done, ``noting`` told while they encode: their vectors by sha256, the seconds inside the model and its calls."""
+    done, ``noting`` told while they encode: their vectors by sha256, the seconds inside the model and its calls (one
+    per step of :meth:`Encoder.encode_stepped`)."""
     encoded: dict[str, np.ndarray] = {}
     encode_s = 0.0
     calls = 0
@@ -725,7 +726,7 @@ def _encode_missing(
             # is encoded as U+FFFD, the character it stands for nothing else.
             matrix = encoder.encode_stepped([valid_unicode(todo[d]) for d in part], config.batch_size, told)
             encode_s += time.perf_counter() - started
-            calls += 1
+            calls += -(-len(part) // encode_step(config.batch_size))  # the model's calls: one per step
             done = dict(zip(part, matrix, strict=True))
             if config.cache and redis is not None:  # at once: a time limit later in the chunk does not lose them
                 redis_put(redis, encoder.key, done, REDIS_CACHE_TTL_S)

@@ -181,6 +181,17 @@ def test_a_slice_encoded_in_steps_gets_one_calls_vectors_in_its_own_order() -> N
     stepped = encoder.encode_stepped(texts, 8, told.append)
     np.testing.assert_allclose(stepped, encoder.encode(texts, 8), atol=1e-5)
     assert told == [encode_step(8), 2 * encode_step(8), 3 * encode_step(8), len(texts)]
+    # a slice shorter than one batch, and none
+    np.testing.assert_allclose(encoder.encode_stepped(texts[:5], 512, told.append), encoder.encode(texts[:5], 512),
+                               atol=1e-5)  # fmt: skip
+    assert told[-1] == 5 and encoder.encode_stepped([], 8, told.append).shape == (0, encoder.dim) and told[-1] == 5
+
+
+def test_encode_calls_counts_the_models_calls_one_per_step_of_a_slice() -> None:
+    """``encode_calls`` is the model's calls: a slice of more texts than one step is encoded in one per step."""
+    texts = [f"text {i} of a slice in steps" for i in range(encode_step(8) + 1)]
+    vectors = embed(texts, EmbeddingConfig(device="cpu", batch_size=8, cache=False))
+    assert vectors.stats["encoded"] == len(texts) and vectors.stats["encode_calls"] == 2, vectors.stats
 
 
 def test_the_model_is_loaded_once_per_process() -> None:
