@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import redis
 
+from ragscore_workers import embedding
 from ragscore_workers.embedding import (
     ModelNotFoundError,
     clear_memory_cache,
@@ -171,9 +172,10 @@ def test_embed_encodes_each_distinct_text_once_in_one_call(reference_encode: Cal
     assert again.stats == {"distinct": 2, "memory_hits": 1, "cache_hits": 0, "encoded": 1, "encode_calls": 1}
 
 
-def test_a_slice_encoded_in_steps_gets_one_calls_vectors_in_its_own_order() -> None:
+def test_a_slice_encoded_in_steps_gets_one_calls_vectors_in_its_own_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """The steps of a slice (whole batches of its texts sorted longest first, as one ``encode`` call sorts them) give
     the vectors one call gives, row for row, and say how many are done after each step."""
+    monkeypatch.setattr(embedding, "ENCODE_STEP_MIN", 20)  # steps of 24 texts at batch 8: quick on a busy CPU
     encoder = get_encoder(EmbeddingConfig(device="cpu"))
     # lengths that a step's own sort would batch otherwise: one word to a few dozen, shuffled
     texts = [" ".join(f"w{i}x{k}" for k in range(1 + (i * 37) % 41)) for i in range(3 * encode_step(8) + 5)]
@@ -187,8 +189,9 @@ def test_a_slice_encoded_in_steps_gets_one_calls_vectors_in_its_own_order() -> N
     assert told[-1] == 5 and encoder.encode_stepped([], 8, told.append).shape == (0, encoder.dim) and told[-1] == 5
 
 
-def test_encode_calls_counts_the_models_calls_one_per_step_of_a_slice() -> None:
+def test_encode_calls_counts_the_models_calls_one_per_step_of_a_slice(monkeypatch: pytest.MonkeyPatch) -> None:
     """``encode_calls`` is the model's calls: a slice of more texts than one step is encoded in one per step."""
+    monkeypatch.setattr(embedding, "ENCODE_STEP_MIN", 20)
     texts = [f"text {i} of a slice in steps" for i in range(encode_step(8) + 1)]
     vectors = embed(texts, EmbeddingConfig(device="cpu", batch_size=8, cache=False))
     assert vectors.stats["encoded"] == len(texts) and vectors.stats["encode_calls"] == 2, vectors.stats
