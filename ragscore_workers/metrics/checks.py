@@ -379,17 +379,29 @@ def _state_word(state: str | None) -> str:
     return "has not run" if state in (None, "not_run") else state
 
 
+def _stopped_with(dependency: str, why: str) -> Outcome:
+    """A point whose dependency the run stopped: stopped for the same reason, so its item is, not failed on it."""
+    return Outcome.not_run(f"not run: depends on {dependency}, which the run stopped: {why}", {"stopped": why})
+
+
 def evaluate_points(
     parsed: list[ParsedPoint], row: Row, answer: str, external: Mapping[str, Outcome] | None = None
 ) -> list[dict[str, Any]]:
-    """Run the points in order; ``external`` holds outcomes of points run on other queues, by id."""
+    """Run the points in order; ``external`` holds outcomes of points run on other queues, by id.
+
+    A point depending on one the run stopped (its judge's budget, breaker or a cancel), directly or through a chain,
+    is stopped too (``not_run``, ``figures.stopped``), not skipped: its item is then unscorable, never failed on it."""
     external = external or {}
     status: dict[str, str] = {}
+    halted: dict[str, str] = {}  # id of a point the run stopped -> why, as its figures.stopped says
     results = []
     for index, p in enumerate(parsed):
         start = time.perf_counter()
         blocked = [d for d in p.point.depends_on if status.get(d) != "passed"]
-        if blocked:
+        stopped_by = next((d for d in blocked if d in halted), None)
+        if stopped_by is not None:
+            outcome, state = _stopped_with(stopped_by, halted[stopped_by]), "not_run"
+        elif blocked:
             why = ", ".join(f"{d} {_state_word(status.get(d))}" for d in blocked)
             outcome, state = Outcome(False, f"skipped: depends on {why}"), "skipped"
         elif p.id in external:
@@ -408,6 +420,8 @@ def evaluate_points(
                 outcome = Outcome.failed_to_run(f"{type(exc).__name__}: {exc}"[:500])
             state = _state(outcome)
         status[p.id] = state
+        if outcome.stopped:
+            halted[p.id] = str(outcome.figures.get("stopped") or outcome.note)
         results.append(_result(p, state, outcome, (time.perf_counter() - start) * 1000))
     return results
 

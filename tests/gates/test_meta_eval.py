@@ -141,6 +141,37 @@ def test_a_meta_eval_point_whose_judge_the_run_stopped_makes_its_item_stopped_no
     assert fake.stats().get("requests", 0) == 0
 
 
+def test_a_scored_point_depending_on_a_stopped_informational_meta_eval_point_makes_its_item_stopped(
+    fake: FakeProvider, redis_server: RedisProcess
+) -> None:
+    """An informational meta_eval point whose judge the run stopped, which a scored point depends on (directly or
+    through a chain), stops the item as a scored one would: a resume asks that judge again. Seen failing before: the
+    dependent points were ``skipped`` (counted failed), the item scored 0.5 and stored as done."""
+    meta = {"id": "meta", "type": "meta_eval", "params": {"max_tokens_total": 1}, "informational": True}
+
+    def keyword(pid: str, word: str, depends_on: str, **more: bool) -> dict[str, Any]:
+        return {"id": pid, "text": pid, "type": "keyword", "params": {"keywords": [word]}, "depends_on": [depends_on],
+                **more}  # fmt: skip
+
+    after, chained = keyword("after", "entropy", "meta", informational=True), keyword("chained", "disorder", "after")
+    entropy = {"question": "What is entropy?", "answer": "Entropy is a measure of disorder."}
+    rows = [{"id": "a", **entropy, "checks": [AUTHOR, meta, after | {"informational": False}]},
+            {"id": "b", **entropy, "checks": [AUTHOR, meta, after, chained]}]  # fmt: skip
+    a, b = _score(rows, _suite(fake), redis_server.url)
+
+    for item, dependent in ((a, "after"), (b, "chained")):
+        result = item["checks"]
+        assert (result.error, result.score, result.passed) == (None, None, None), result
+        assert result.details["stopped"] and result.details["reason"].startswith(f"point {dependent}: not run: ")
+        assert "which the run stopped: budget reached" in result.details["reason"], result.details
+        point = _point(item, dependent)
+        assert (point["status"], point["passed"]) == ("not_run", None), point
+        assert "budget reached" in point["note"] and point["figures"]["stopped"].startswith("budget reached")
+        assert _point(item, "term")["status"] == "passed"
+    assert b["checks"].details["not_run"] == ["meta", "after", "chained"]
+    assert fake.stats().get("requests", 0) == 0
+
+
 def test_meta_eval_replies_are_cached_across_runs(fake: FakeProvider, redis_server: RedisProcess) -> None:
     row = {"id": "a", "question": "What is entropy?", "answer": "Entropy is a measure of disorder.",
            "checks": [AUTHOR, {"type": "meta_eval"}]}  # fmt: skip
