@@ -71,6 +71,12 @@ __all__ = [
 
 #: Seconds connect() retries a Redis that does not answer before it gives up.
 CONNECT_RETRY_S = 20.0
+#: Seconds connect() retries a port this machine's loopback refuses (a Redis here still starting: ``redis-server
+#: --daemonize yes && ragscore run``, a sidecar, a port-forward not yet up), a ping every LOOPBACK_RETRY_EVERY_S,
+#: before it says nothing listens there: a mistyped port is said in about this time, not CONNECT_RETRY_S.
+LOOPBACK_RETRY_S = 2.0
+#: Seconds between those pings.
+LOOPBACK_RETRY_EVERY_S = 0.5
 #: Seconds this process waits for one Redis reply, the broker's and the result backend's to Celery sending a task
 #: included: a hung Redis, or one behind a network partition, is then an outage wait() says and bounds, or a failed
 #: send, not a read blocked for ever (the longest of ragscore's commands takes far less).
@@ -165,7 +171,10 @@ def _reach(url: str, what: str, roles: tuple[Role, ...], no_broker: str = "") ->
     problem = probe_redis(url, what, roles)
     if problem is None:
         return
-    if not _refused_on_this_machine(url, problem):  # a remote Redis restarting, a timeout, a name not up yet
+    if _refused_on_this_machine(url, problem):  # a Redis here still starting: a brief wait, not the whole window
+        loopback_deadline = time.monotonic() + LOOPBACK_RETRY_S
+        problem = _until_redis_answers(url, loopback_deadline, problem, what, roles, every_s=LOOPBACK_RETRY_EVERY_S)
+    if problem and not _refused_on_this_machine(url, problem):  # a remote Redis restarting, a timeout, a name not up
         log.warning("cannot reach %s at %s (%s); retrying for about %.0f s", what, redact_url(url), problem,
                     CONNECT_RETRY_S)  # fmt: skip
         problem = _until_redis_answers(url, deadline, problem, what, roles)
@@ -177,9 +186,10 @@ def _reach(url: str, what: str, roles: tuple[Role, ...], no_broker: str = "") ->
 
 def _refused_on_this_machine(url: str, problem: str) -> bool:
     """Whether ``problem``, why a ping of ``url`` failed, is a connection refused by this machine's loopback
-    (:func:`_loopback`): nothing listens on that port here, which waiting does not heal (a mistyped
-    port, a Redis not started), so it is said at once, not after CONNECT_RETRY_S of retries (~24 s of a new user's
-    first run). A remote host's refusal is retried: a cluster's Redis may be restarting."""
+    (:func:`_loopback`): nothing listens on that port here, which waiting long does not heal (a mistyped port, a
+    Redis not started), so it is said after LOOPBACK_RETRY_S (a Redis still starting), not after CONNECT_RETRY_S of
+    retries (~24 s of a new user's first run). A remote host's refusal is retried: a cluster's Redis may be
+    restarting."""
     return _loopback(urlsplit(store_url_for_redis_py(url)).hostname) and problem.endswith(refused_note(url))
 
 
@@ -439,14 +449,14 @@ def _database(url: str) -> tuple[str, ...]:
 
 
 def _until_redis_answers(
-    url: str, deadline: float, problem: str, what: str = "Redis", roles: tuple[Role, ...] = ()
+    url: str, deadline: float, problem: str, what: str = "Redis", roles: tuple[Role, ...] = (), every_s: float = 1.0
 ) -> str | None:
-    """Ping ``url`` about once a second until ``deadline`` (``time.monotonic()``): None once it answers, else why
+    """Ping ``url`` every ``every_s`` until ``deadline`` (``time.monotonic()``): None once it answers, else why
     it did not (a Redis that accepts and never replies times out each ping, bounded, instead of holding the run).
     ``problem``, why the first ping failed, is the answer when the deadline has passed already (that ping took
     the whole window): never None for a Redis not pinged again."""
     while time.monotonic() < deadline:
-        time.sleep(1.0)
+        time.sleep(every_s)
         if (again := probe_redis(url, what, roles)) is None:
             return None
         problem = again
