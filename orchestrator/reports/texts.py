@@ -12,6 +12,7 @@ these items alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,13 +59,29 @@ def home_relative(path: str | Path) -> str:
     """``path`` as a report names it: from ``~`` where it is under the user's home folder (``~/data/qa.jsonl``), so
     that a report sent on (a mail attachment, a CI artifact) tells no user name or home layout; elsewhere as it is."""
     path = Path(path)
-    try:
-        home = Path.home()
-    except RuntimeError:  # no HOME and no user entry to find one in
-        return str(path)
-    if home == Path(home.anchor) or not path.is_relative_to(home):  # a home of "/" would hold every path
+    home = _home_to_hide()
+    if home is None or not path.is_relative_to(home):
         return str(path)
     return str(Path("~") / path.relative_to(home))
+
+
+def home_relative_text(text: str) -> str:
+    """``text`` (an error's, an OSError's naming its file) with each path under the user's home folder from ``~``,
+    as :func:`home_relative` names one; the home's name inside another path or name is left as it is."""
+    home = _home_to_hide()
+    if home is None:
+        return text
+    return re.sub(rf"(?<![\w./-]){re.escape(str(home))}(?![\w.-])", "~", text)
+
+
+def _home_to_hide() -> Path | None:
+    """The user's home folder, or None where there is none to hide: no HOME and no user entry to find one in, or a
+    home of "/", which would hold every path."""
+    try:
+        home = Path.home()
+    except RuntimeError:
+        return None
+    return None if home == Path(home.anchor) else home
 
 
 def preview(text: str | None, limit: int = MAX_PREVIEW_CHARS) -> str | None:
@@ -135,7 +152,10 @@ def _dataset_texts(info: Mapping[str, Any], items: list[WorstItem], with_answers
                 f"version): {shown} only where they are the ones scored")  # fmt: skip
         return ItemTexts(texts.texts, "; ".join(filter(None, [note, texts.note])))
     except (RagscoreError, OSError) as exc:
-        return ItemTexts(note=f"the run's dataset {named} could not be read again ({exc}): {what} are not available")
+        problem = home_relative_text(str(exc))
+        return ItemTexts(
+            note=f"the run's dataset {named} could not be read again ({problem}): {what} are not available"
+        )
 
 
 def _with_target_answers(texts: ItemTexts, keys: list[str], target_answers: TargetAnswers | None) -> ItemTexts:

@@ -443,6 +443,26 @@ def test_the_reports_name_a_dataset_under_the_home_folder_from_tilde_not_the_hom
     assert "the run's dataset ~/data/qa.jsonl is gone" in note and str(home) not in note, note
 
 
+def test_a_dataset_under_the_home_folder_that_cannot_be_read_again_is_named_from_tilde_in_the_error_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worst items' note named the dataset from ``~`` but appended the error reading it (an OSError's, or the
+    loader's), whose text holds the absolute path (``/home/alice/data/qa.jsonl is a directory; ...``): the home folder
+    the note hid was told anyway. The error's text names it from ``~`` too."""
+    from orchestrator.reports.itemstats import WorstItem
+    from orchestrator.reports.texts import read_texts
+
+    home = tmp_path / "alice"
+    monkeypatch.setenv("HOME", str(home))
+    dataset = home / "data" / "qa.jsonl"
+    dataset.mkdir(parents=True)  # there, yet no file to read: an error naming it
+    item = WorstItem(output="exact_match", score=0.0, key="q1", question_sha=None, id="q1", system=None, group=None,
+                     passed=False, details="")  # fmt: skip
+    note = read_texts({"dataset": str(dataset), "format": "jsonl"}, [item]).note or ""
+    assert "the run's dataset ~/data/qa.jsonl could not be read again (" in note, note
+    assert "could not be read again (~/data/qa.jsonl " in note and str(home) not in note, note
+
+
 def test_the_worst_items_other_scores_tell_an_errored_output_from_an_unscorable_one_in_both_reports() -> None:
     """A worst item's ``other scores`` wrote ``-`` both for an output whose metric failed on it (an error) and for one
     that could not score it (unscorable): report.md showed no error anywhere, so a reader took the failure for a
