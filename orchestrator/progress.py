@@ -285,8 +285,9 @@ _ENCODING_DONE = re.compile(r"encoding ([\d,]+) texts?: ([\d,]+) done")
 
 def chunk_counts(counters: dict[str, int]) -> str:
     """``embed chunk 512/2,048 texts encoded``: how far each queue's worker (of the notes :func:`load_note` reads) is
-    through the texts of the chunk it encodes, shown beside the tallies while the note itself is not (it would hide
-    the ETA once the queue's units began: :func:`unbegun_load_note`); ``""`` for none."""
+    through the texts of the chunk it encodes, shown beside the tallies always, so that it stays once the queue's
+    units began and the note is hidden (it would hide the ETA: :func:`unbegun_load_note`; before then both say the
+    count); ``""`` for none."""
     counts = []
     for queue in _loads(counters):
         if found := _ENCODING_DONE.fullmatch(_doing(counters, queue)):

@@ -404,7 +404,8 @@ def held_by_live_workers(
     ``said``: orphan counts already logged (each is logged once); ``resending_after``: the seconds without progress
     after which the caller (a run's :func:`~orchestrator.runner.wait`) sends their work again, which it does now.
     ``checked``: what ``watch`` confirmed a moment ago (the same poll's held note), read in place of a check of its own:
-    a second one, where orphans exist, waits ``ORPHAN_CONFIRM_S`` again (:meth:`OrphanWatch.check`)."""
+    a second one, where orphans exist, waits the watch's ``confirm_s`` (``RAGSCORE_ORPHAN_CONFIRM_S``) again
+    (:meth:`OrphanWatch.check`)."""
     found = checked if checked is not None else (watch or OrphanWatch(store, run_id)).confirmed()
     if len(found.orphans) < found.held:
         return True
