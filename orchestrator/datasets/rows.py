@@ -300,6 +300,9 @@ class DatasetScan:
     #: An nlp-project questions file read without its predictions, so no row has an answer (its own ``answer`` is
     #: the gold one, read as ``reference``).
     questions_alone: bool = False
+    #: An nlp-project questions file whose ``.jsonl`` name had it read as plain rows (no --format given): its
+    #: ``doc_id`` and ``evidence_sentences`` are no row fields there.
+    questions_as_rows: bool = False
     #: A Hugging Face datasets folder's columns of a media feature, not read (hf_disk.media_columns): name -> feature.
     media_columns: dict[str, str] = field(default_factory=dict)
     #: Rows with their own top-level :data:`TARGET_ERROR` (an earlier target run's answers.jsonl), which a suite's
@@ -374,6 +377,11 @@ class DatasetScan:
             out.append(f"the nlp-project questions file was read without {predictions}: its 'answer' is the gold "
                        "answer (read as reference), so no row has a system's answer: give the system's predictions "
                        f"JSON with {predictions} (or a suite target that asks the system)")  # fmt: skip
+        if self.questions_as_rows:
+            out.append(f"{self.named.name} looks like the NLP project's questions file (doc_id, question and "
+                       "evidence_sentences a line) but was read as plain rows, which have no gold_doc_id nor gold "
+                       f"evidence: read it with {caller.given('format', 'nlp-project')} {predictions} PRED.json "
+                       f"(or {caller.given('format', 'jsonl')} to keep it so)")  # fmt: skip
         if self.rows and self.fields_seen <= {"id"}:
             out.append("no row has a field besides its id, so no metric will find anything to score (the wrong "
                        f"{caller.option('format')}, or columns that are no row field?)")  # fmt: skip
@@ -606,6 +614,15 @@ def _questions_alone(path: Path, fmt: str | None, options: dict[str, Any] | None
     return fmt == "nlp-project"
 
 
+def _questions_as_rows(path: Path, fmt: str | None, options: dict[str, Any] | None, caller: Caller) -> bool:
+    """Whether ``path``, given no format, is read as plain JSONL though it is an nlp-project questions file."""
+    if fmt is not None or not path.is_file() or path.suffix.lower() == ".gz":
+        return False
+    from .nlp_project import looks_like_nlp_project
+
+    return detect_format(path, options, caller) == "jsonl" and looks_like_nlp_project(path)
+
+
 def scan_dataset(
     path: Path,
     fmt: str | None,
@@ -674,6 +691,7 @@ def scan_dataset(
     ):
         _csv_near_misses_at(path, scan)
     scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options, caller)
+    scan.questions_as_rows = _questions_as_rows(path, fmt, options, caller)
     if path.is_dir():
         scan.links_out = links_outside(path)
     if fmt in (None, "hf-disk") and path.is_dir():

@@ -156,3 +156,20 @@ def test_questions_a_target_answers_are_not_said_to_lack_predictions(files: tupl
     assert not [w for w in asked if "--predictions" in w], asked
     alone = estimate_run(questions, load_suite({"metrics": ["exact_match"]}), fmt_options={"corpus": corpus}).warnings
     assert any("read without --predictions" in w for w in alone), alone
+
+
+def test_a_questions_file_named_jsonl_read_as_plain_rows_is_said_to_need_its_format(
+    files: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The repository's own example, examples/nlp-project/dev_questions.jsonl, run without --format: a ``.jsonl`` is
+    read as plain rows, so the warnings said only "no row has 'gold_doc_id' ... (is it a column named otherwise?)",
+    never that the file is the NLP project's questions file, which --format nlp-project reads."""
+    questions, preds, _ = files
+    named_jsonl = tmp_path / "dev_questions.jsonl"
+    named_jsonl.write_text(questions.read_text(encoding="utf-8"), encoding="utf-8")
+    said = scan_dataset(named_jsonl, None, lambda _: None).warnings()
+    assert any(
+        "looks like the NLP project's questions file" in w and "--format nlp-project --predictions" in w for w in said
+    ), said
+    assert scan_dataset(named_jsonl, "jsonl", lambda _: None).warnings() == []  # read so on purpose: not said
+    assert scan_dataset(named_jsonl, None, lambda _: None, {"predictions": preds}).warnings() == []
