@@ -691,7 +691,9 @@ def scan_dataset(
     ):
         _csv_near_misses_at(path, scan)
     scan.questions_alone = "answer" not in scan.fields_seen and _questions_alone(path, fmt, options, caller)
-    scan.questions_as_rows = _questions_as_rows(path, fmt, options, caller)
+    # rows of our own layout that carry a doc_id column beside their gold fields are read as meant
+    gold = {"gold_doc_id", "gold_evidence_sentences"} & scan.fields_seen
+    scan.questions_as_rows = not gold and _questions_as_rows(path, fmt, options, caller)
     if path.is_dir():
         scan.links_out = links_outside(path)
     if fmt in (None, "hf-disk") and path.is_dir():

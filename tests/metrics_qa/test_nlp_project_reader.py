@@ -173,3 +173,6 @@ def test_a_questions_file_named_jsonl_read_as_plain_rows_is_said_to_need_its_for
     ), said
     assert scan_dataset(named_jsonl, "jsonl", lambda _: None).warnings() == []  # read so on purpose: not said
     assert scan_dataset(named_jsonl, None, lambda _: None, {"predictions": preds}).warnings() == []
+    own = tmp_path / "own.jsonl"  # rows of ragscore's layout that keep a doc_id column: not said
+    own.write_text(json.dumps({**_question(1), "gold_doc_id": "news__a1"}) + "\n", encoding="utf-8")
+    assert not [w for w in scan_dataset(own, None, lambda _: None).warnings() if "questions file" in w]
