@@ -39,6 +39,7 @@ from ragscore_workers.store import RunStore
 from .atomic_file import link_target
 from .datasets import iter_rows
 from .reports.files import write_recorded
+from .reports.previous import unwritten_reports
 from .reports.source import RUN_INFO, check_items_kept, store_info
 from .suite import load_suite
 
@@ -219,6 +220,8 @@ def run_source(
     info: dict[str, Any] = {}
     if run_dir.is_dir():
         items_path = run_dir / "items.jsonl"
+        if unwritten := unwritten_reports(run_dir):
+            raise ConfigError(f"{unwritten}, then run this command again")
         if not items_path.exists():
             raise ConfigError(f"{items_path} not found: give the --out DIR of a finished run")
         if dataset is None or suite is None:

@@ -41,6 +41,7 @@ from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, higher_is_bette
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
 from .caller import CLI, Caller
+from .reports.previous import unwritten_reports
 from .terminal import NOT_A_TERMINAL_WIDTH, TerminalConsole
 
 __all__ = [
@@ -201,6 +202,8 @@ def check_tolerance(tolerance: float, name: str = "tolerance") -> None:
 def load_baseline(baseline_dir: Path) -> RunSummary:
     """The baseline run's ``summary.json``; ConfigError when it is missing or unreadable."""
     path = baseline_dir / "summary.json"
+    if unwritten := unwritten_reports(baseline_dir):
+        raise ConfigError(f"--fail-on-regression: {unwritten}, then gate on it")
     if not path.is_file():
         raise ConfigError(f"--fail-on-regression: {path} not found (give the --out DIR of the baseline run)")
     try:

@@ -11,7 +11,11 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PREVIOUS", "WRITTEN_AT", "moved_reports", "next_numbered", "run_named"]
+from ragscore_workers.commands import backticked
+
+from ..terminal import resume_command
+
+__all__ = ["PREVIOUS", "WRITTEN_AT", "moved_reports", "next_numbered", "run_named", "unwritten_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,18 @@ def run_named(out_dir: Path) -> str | None:
         if isinstance(run_id, str) and run_id and run_id == os.path.basename(run_id) and run_id not in (".", ".."):
             return run_id
     return None
+
+
+def unwritten_reports(out_dir: Path) -> str | None:
+    """Where ``out_dir`` is the --out DIR of a run that has not written its reports (its run.json names a run, it has
+    no summary.json: interrupted, cut off), what to say: that run and the command that finishes it; else None."""
+    run_id = _recorded(out_dir / "run.json").get("run_id")
+    if not isinstance(run_id, str) or (out_dir / "summary.json").exists():
+        return None
+    return (
+        f"{out_dir} holds run {run_id}, which has not written its reports (interrupted?): finish it with "
+        f"{backticked(resume_command(out_dir))}"
+    )
 
 
 def _recorded(path: Path) -> dict[str, Any]:

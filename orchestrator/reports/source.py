@@ -26,7 +26,7 @@ from ragscore_workers.store import RawItem, RunState, RunStore
 
 from ..datasets import iter_rows
 from ..terminal import is_path, summary_commands
-from .previous import moved_reports
+from .previous import moved_reports, unwritten_reports
 from .texts import TargetAnswers, asked_targets, preview
 
 __all__ = [
@@ -219,6 +219,8 @@ def from_store(store: RunStore, run_id: str, summary: RunSummary | None = None, 
 def from_dir(directory: Path) -> RunData:
     """An output directory with ``summary.json`` and ``items.jsonl`` (and ``run_info.json`` if written)."""
     summary_path, items_path = directory / "summary.json", directory / "items.jsonl"
+    if unwritten := unwritten_reports(directory):
+        raise ConfigError(f"{unwritten}, then run this command again")
     for path in (summary_path, items_path):
         if not path.is_file():
             raise ConfigError(f"{directory} is not a ragscore output directory: {path.name} is missing")

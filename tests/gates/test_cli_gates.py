@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from orchestrator.gates import parse_gate
+from orchestrator.runner import run
+from orchestrator.suite import load_suite
 
 from ..fakes import FakeProvider
 from ..support import write_jsonl
@@ -358,3 +360,21 @@ def test_a_junit_path_that_is_a_link_writes_its_target_and_keeps_the_link(tmp_pa
                    "--junit", loop, home=home)  # fmt: skip
     assert res.returncode == 2 and f"--junit {loop} is a link in a loop of links" in res.stderr, res.stderr
     assert not (tmp_path / "out2").exists()
+
+
+def test_a_baseline_or_report_dir_of_an_interrupted_run_says_to_resume_it(tmp_path: Path, home: Path) -> None:
+    """``--fail-on-regression DIR`` of a run interrupted before its reports said "DIR/summary.json not found (give
+    the --out DIR of the baseline run)", ``compare``/``report DIR`` "DIR is not a ragscore output directory" and
+    ``consensus DIR`` "DIR/items.jsonl not found", though DIR is that run's --out DIR: none said the run is there,
+    unfinished, nor how to finish it."""
+    base = tmp_path / "base"
+    with pytest.raises(TimeoutError):
+        run(DATA, load_suite(SUITE), base, timeout_s=0.01)  # "interrupted" at once: no reports written
+    run_id = json.loads((base / "run.json").read_text())["run_id"]
+    said = f"{base} holds run {run_id}, which has not written its reports (interrupted?): finish it with `ragscore run"
+    gated = ragscore("run", DATA, "--suite", SUITE, "--dry-run", "--fail-on-regression", base, home=home)
+    assert gated.returncode == 2 and said in " ".join(gated.stderr.split()), gated.stderr
+    readers = (["report", base], ["compare", base, DATA.parent], ["consensus", base, "--out", tmp_path / "g.jsonl"])
+    for command in readers:
+        read = ragscore(*command, home=home)
+        assert read.returncode == 2 and said in " ".join(read.stderr.split()), (command, read.stderr)
