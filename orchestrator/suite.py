@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from ragscore_workers.counts import close_names, did_you_mean
+from ragscore_workers.counts import close_names, did_you_mean, place
 from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
@@ -84,13 +84,20 @@ def _problem(error: ErrorDetails, data: Any, lines: SuiteLines) -> str:
     """One of pydantic's errors as ``where: message``, where in ``data`` (the suite as written) as users count
     (``metrics item 1 (exact_match)``), after its line in the file (``lines``); an unknown key with the known ones most
     like it (``judge.rmp: Extra inputs are not permitted (did you mean 'rpm'?)``)."""
-    where = lines.place(error["loc"], data) or "suite"
+    where = lines.said(place(error["loc"], data), _written_at(error)) or "suite"
     if error["type"] == "extra_forbidden" and (model := _model_at(Suite, error["loc"][:-1])) is not None:
         if close := close_names(str(error["loc"][-1]), model.model_fields):
             return f"{where}: {error['msg']} ({did_you_mean(close)})"
     if error["loc"] == ("metrics",) and error["type"] == "list_type" and isinstance(error["input"], str):
         return f"{where}: {error['msg']} (metrics: [{error['input']}])"  # YAML's `metrics: exact_match`
     return f"{where}: {error['msg']}"
+
+
+def _written_at(error: ErrorDetails) -> tuple[Any, ...]:
+    """Where in the suite ``error`` is written: its loc, or for a metric item's unknown key (``{name: m, k: [1]}``,
+    refused by the item as a whole) that key's, so that its line is the key's, not the item's."""
+    key = error.get("ctx", {}).get("key") if error["type"] in ("flat_params", "misspelt_key") else None
+    return error["loc"] if key is None else (*error["loc"], key)
 
 
 def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:

@@ -425,15 +425,18 @@ class MetricSpec(BaseModel):
                 said = ", ".join(f"{key} ({did_you_mean([word])})" for key, word in typos.items())  # param: {k: [1]}
                 raise PydanticCustomError(
                     "misspelt_key", "{said}: a metric is written {example}",
-                    {"said": said, "example": f"{{name: {value.get('name', '...')}, params: {{...}}}}"},
+                    {"said": said, "example": f"{{name: {value.get('name', '...')}, params: {{...}}}}",
+                     "key": next(iter(typos))},
                 )  # fmt: skip
             if "name" not in value and len(value) == 1:  # {recall_at_k: {k: [1, 5]}}: the metric as the key
                 example = f"{{name: {flat[0]}, params: {{...}}}}"
             else:
                 example = f"{{name: {value.get('name', '...')}, params: {{{flat[0]}: ...}}}}"
             raise PydanticCustomError(
-                "flat_params", "{keys}: a metric is written {example}", {"keys": ", ".join(flat), "example": example}
-            )
+                "flat_params",
+                "{keys}: a metric is written {example}",
+                {"keys": ", ".join(flat), "example": example, "key": flat[0]},
+            )  # "key": the first one, whose line the problem is said at
         return value
 
 

@@ -1270,3 +1270,17 @@ def test_prices_budgets_and_gates_are_said_with_the_suites_other_problems() -> N
     assert lines[4].endswith("The suite's outputs: answer_accuracy, groundedness, exact_match."), info.value
     assert lines[5] == "  gates item 2 (mrr) names 'mrr', which the suite does not produce.", info.value
     assert lines[6].startswith("  gates item 3 (exact_match): exact_match scores are in [0, 1]"), info.value
+
+
+@pytest.mark.parametrize(
+    ("item", "key", "at"),
+    [
+        ("name: recall_at_k\n    k: [1]", "k", "line 4 column 5"),
+        ("name: exact_match\n    param: {}", r"param \(did you mean 'params'\?\)", "line 4 column 5"),
+    ],
+)
+def test_an_unknown_key_of_a_metric_item_is_said_at_its_own_line(tmp_path: Path, item: str, key: str, at: str) -> None:
+    """A metric item's unknown key (``k: [1]`` beside ``name``, a misspelt ``param``) was said at the item's line,
+    the line of its ``name``: the key's own line is said."""
+    said = _said_of(tmp_path / "t.yaml", f"name: t\nmetrics:\n  - {item}\n")
+    assert re.match(rf"Invalid suite: t\.yaml {at}: metrics item 1 \(\w+\): {key}: a metric is written", said), said
