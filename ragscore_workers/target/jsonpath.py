@@ -1,4 +1,5 @@
-"""A small JSON path: ``a.b``, ``items[0].id``, ``items[-1].id``, ``contexts[*].text`` (``[*]``: every element).
+"""A small JSON path: ``a.b``, ``items[0].id``, ``items[-1].id``, ``contexts[*].text`` (``[*]``: every element),
+``data['a key']`` (a key in quotes, as JSONPath writes one holding a dot, a bracket or spaces; ``["a key"]`` too).
 
 Enough to point at fields of a RAG API's reply without a dependency; a missing key or index gives None, and so
 does ``[*]`` when no element has what follows it (``contexts[*].txt``: a typo, not a list of nothing).
@@ -11,21 +12,33 @@ from typing import Any
 
 __all__ = ["check_path", "extract", "parse_path"]
 
-_STEP = re.compile(r"\.?([^.\[\]]+)|\[(-?\d+|\*)\]")
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(-?\d+|\*)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
 
 
 def parse_path(path: str) -> list[str | int]:
     """Steps of ``path``: keys (str), indexes (int) and ``"*"`` for "every element"; ValueError if malformed."""
-    steps: list[str | int] = []
+    return [step for step, _ in _parsed(path)]
+
+
+def _parsed(path: str) -> list[tuple[str | int, bool]]:
+    """Steps of ``path`` (:func:`parse_path`), each with whether it is a key written in quotes (``['a key']``)."""
+    steps: list[tuple[str | int, bool]] = []
     pos = 0
     for match in _STEP.finditer(path):
         if match.start() != pos:
             break
-        key, index = match.groups()
-        steps.append(key if key is not None else ("*" if index == "*" else int(index)))
+        key, index, single, double = match.groups()
+        quoted = single if single is not None else double
+        if quoted == "*":
+            raise ValueError(f"{path!r} names the key '*', which reads as [*] (every element): no reply's key is read "
+                             "so")  # fmt: skip
+        if quoted is not None:
+            steps.append((quoted, True))
+        else:
+            steps.append((key if key is not None else ("*" if index == "*" else int(index)), False))
         pos = match.end()
     if pos != len(path) or not steps:
-        raise ValueError(f"not a JSON path: {path!r} (use a.b, a[0].b or a[*].b)")
+        raise ValueError(f"not a JSON path: {path!r} (use a.b, a[0].b, a[*].b or a['a key'].b)")
     return steps
 
 
@@ -34,14 +47,17 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     value (the answer); ValueError where no reply can fill that field through it: a ``[*]`` of a one-value field (it
     always gives a list), two ``[*]`` of a list field (a list of lists), JSONPath's root ``$`` (a key no reply has:
     paths start at the reply) or a key that is blank or begins or ends with a space (``data. answer``)."""
-    steps = parse_path(path)
-    if steps[0] == "$":
+    parsed = _parsed(path)
+    steps = [step for step, _ in parsed]
+    if parsed[0] == ("$", False):  # a key "$" is written ['$']
         fixed = repr(_path_text(steps[1:])) if len(steps) > 1 else "the key holding the field (a.b)"
         raise ValueError(f"{path!r} begins with JSONPath's root '$', which these paths leave out (they start at the "
                          f"reply): write {fixed}")  # fmt: skip
-    if spaced := [step for step in steps if isinstance(step, str) and step != step.strip()]:
+    if spaced := [step for step, quoted in parsed if isinstance(step, str) and _spaced(step, quoted=quoted)]:
         fixed = _path_text([s.strip() if isinstance(s, str) else s for s in steps if str(s).strip()])
         hint = f"write {fixed!r}" if fixed else "give the key holding the field (a.b), or null to leave it unfilled"
+        if all(str(step).strip() for step in steps):  # a key that holds the spaces is written in quotes
+            hint += f" (or {_path_text(steps)!r}, for a reply whose key has them)"
         raise ValueError(f"{path!r} has the key {spaced[0]!r}, blank or spaced at an end, which no reply's key is: "
                          f"{hint}")  # fmt: skip
     stars = steps.count("*")
@@ -56,15 +72,27 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     return steps
 
 
+def _spaced(key: str, *, quoted: bool) -> bool:
+    """Whether ``key`` is blank, or spaced at an end where not written in quotes (``data. answer``: a slip; a key in
+    quotes, ``data[' answer']``, is read as written)."""
+    return not key.strip() or (not quoted and key != key.strip())
+
+
 def _path_text(steps: list[str | int]) -> str:
-    """``steps`` written as a path again (``a[0].b``, ``a[*].b``)."""
+    """``steps`` written as a path again (``a[0].b``, ``a[*].b``, ``a['b c ']``)."""
     text = ""
     for step in steps:
         if step == "*" or isinstance(step, int):
             text += f"[{step}]"
+        elif _QUOTED.search(step) or step != step.strip():
+            text += f"[{step!r}]"  # a key holding '.', '[', ']' or a quote, or spaced at an end
         else:
             text += f".{step}" if text else step
     return text
+
+
+#: What makes a key be written in quotes (``['a.b']``).
+_QUOTED = re.compile(r"[.\[\]'\"]")
 
 
 def _walk(value: Any, steps: list[str | int]) -> Any:

@@ -40,7 +40,17 @@ def test_extract(path: str, expected: Any) -> None:
     assert extract(REPLY, path) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "a..b", "a[x]", "a[", "[*]]"])
+def test_a_key_in_quotes_is_read_as_written_spaces_dots_and_all() -> None:
+    """``data[' a ']`` and ``data["a.b"]`` (JSONPath's way to name a key holding spaces, a dot or a bracket) were
+    "not a JSON path", and no path could reach such a key: a key in quotes is read as written."""
+    reply = {"data": {" a ": "spaced", "a.b": ["dotted"], "it's": {"x]": 1}}}
+    assert extract(reply, "data[' a ']") == "spaced"
+    assert extract(reply, 'data["a.b"][0]') == "dotted"
+    assert extract(reply, "data[\"it's\"]['x]']") == 1
+    assert parse_path("['$'].a") == ["$", "a"]
+
+
+@pytest.mark.parametrize("bad", ["", "a..b", "a[x]", "a[", "[*]]", "a['b]", "a.['b']"])
 def test_malformed_paths_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="not a JSON path"):
         parse_path(bad)

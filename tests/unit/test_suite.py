@@ -107,6 +107,16 @@ def test_a_targets_response_path_that_does_not_parse_names_its_keys_line(
     assert _said_of(tmp_path / "t.yaml", f"metrics: [exact_match]\n{section}").startswith(said)
 
 
+def test_a_targets_response_path_with_a_key_in_quotes_loads(tmp_path: Path) -> None:
+    """``data[' answer ']`` (a reply's key with spaces, in quotes as JSONPath writes it) was refused as "not a JSON
+    path": it loads, and so does ``hits[*]['doc id']``."""
+    path = tmp_path / "t.yaml"
+    path.write_text("metrics: [exact_match]\ntarget:\n  url: https://rag.example\n  response:\n"
+                    "    answer: \"data[' answer ']\"\n    retrieved_doc_ids: \"hits[*]['doc id']\"\n")  # fmt: skip
+    response = load_suite(path).suite.all_targets[0].response
+    assert (response.answer, response.retrieved_doc_ids) == ("data[' answer ']", "hits[*]['doc id']")
+
+
 @pytest.mark.parametrize(
     ("response", "said"),
     [
@@ -120,7 +130,13 @@ def test_a_targets_response_path_that_does_not_parse_names_its_keys_line(
         ("{answer: $.data.answer}", "line 4 column 14: target response.answer: '$.data.answer' begins with JSONPath's "
          "root '$', which these paths leave out (they start at the reply): write 'data.answer'"),
         ("{answer: 'data. answer'}", "line 4 column 14: target response.answer: 'data. answer' has the key ' answer', "
-         "blank or spaced at an end, which no reply's key is: write 'data.answer'"),
+         "blank or spaced at an end, which no reply's key is: write 'data.answer' (or \"data[' answer']\", for a "
+         "reply whose key has them)"),
+        ("{answer: \"data['']\"}", "line 4 column 14: target response.answer: \"data['']\" has the key '', blank"),
+        ("{answer: \"$[' a ']\"}", "line 4 column 14: target response.answer: \"$[' a ']\" begins with JSONPath's "
+         "root '$', which these paths leave out (they start at the reply): write \"[' a ']\""),
+        ("{answer: \"a['*']\"}", "line 4 column 14: target response.answer: \"a['*']\" names the key '*', which "
+         "reads as [*]"),
         ("{answer: ' '}", "line 4 column 14: target response.answer: ' ' has the key ' ', blank or spaced at an end"),
     ],
 )  # fmt: skip
