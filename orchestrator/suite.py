@@ -16,8 +16,9 @@ from ragscore_workers.counts import close_names, did_you_mean, place
 from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics._params import booleans_read_as_numbers
 from ragscore_workers.planning import QUEUE_ORDER, ResolvedSuite, resolve_suite
-from ragscore_workers.schemas import JudgeParams, Queue, Suite
+from ragscore_workers.schemas import JudgeParams, Queue, Suite, TargetConfig
 from ragscore_workers.target.jsonpath import check_path
+from ragscore_workers.target.template import keyless_field, placed_placeholders
 
 from .datasets.loaders import files_named_like, json_slip
 from .suite_lines import NO_LINES, SuiteLines
@@ -366,18 +367,40 @@ def _check_cost_budgets(resolved: ResolvedSuite) -> None:
 
 def _target_problems(suite: Suite) -> list[Problem]:
     """A problem for every response path of every target that does not parse or that no reply can fill its field
-    through (:func:`check_path`: a typo fails before anything is sent), at its key."""
+    through (:func:`check_path`: a typo fails before anything is sent), and for every request placeholder no row can
+    fill (:func:`_request_problems`), at its key."""
     problems: list[Problem] = []
     places: list[tuple[Any, ...]] = (
         [("target",)] if suite.target is not None else [("targets", i) for i in range(len(suite.targets))]
     )
     for section, target in zip(places, suite.all_targets, strict=True):
+        problems += _request_problems(section, target)
         for field, path in target.response.model_dump().items():
             if path is not None:
                 try:
                     check_path(path, lists=field != "answer")  # the answer is one text; the other fields lists
                 except ValueError as exc:
-                    named = f"target {target.system}" if target.system else "target"
-                    said = f"Invalid suite: {named} response.{field}: {exc}"
+                    said = f"Invalid suite: {_named(target)} response.{field}: {exc}"
                     problems.append(("", ConfigError(said, loc=(*section, "response", field))))
     return problems
+
+
+def _request_problems(section: tuple[Any, ...], target: TargetConfig) -> list[Problem]:
+    """A problem for every placeholder of ``target``'s request that reads a key of a row field holding none in every
+    row (``{contexts.text}``: contexts is a list, and a placeholder names no element of one), which would fail every
+    question, at its key, with the placeholder to write."""
+    problems: list[Problem] = []
+    for loc, name in placed_placeholders(target.request):
+        if (holds := keyless_field(name)) is not None:
+            field, _, rest = name.partition(".")
+            why = " (a placeholder names no element of a list)" if "list" in holds else ""
+            where = f"{_named(target)} {place(('request', *loc))}"
+            said = (f"Invalid suite: {where}: {{{name}}} reads {rest!r} of the row's {field!r}, which is {holds} in "
+                    f"every row{why}: write {{{field}}} to send it whole")  # fmt: skip
+            problems.append(("", ConfigError(said, loc=(*section, "request", *loc))))
+    return problems
+
+
+def _named(target: TargetConfig) -> str:
+    """``target NAME`` (``target`` for one without a system name), as the suite's problems name it."""
+    return f"target {target.system}" if target.system else "target"

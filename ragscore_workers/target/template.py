@@ -8,12 +8,22 @@ read (no format specs, no attribute access), and ``{{``/``}}`` stand for literal
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterator
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from ..schemas import Row
 from .errors import TargetError
 
-__all__ = ["UnseenRequestFields", "has_field", "placeholders", "render", "request_data"]
+__all__ = [
+    "UnseenRequestFields",
+    "has_field",
+    "keyless_field",
+    "placed_placeholders",
+    "placeholders",
+    "render",
+    "request_data",
+]
 
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_][\w]*(?:\.[\w]+)*)\}")
 
@@ -75,6 +85,38 @@ def placeholders(template: Any) -> set[str]:
     if isinstance(template, list):
         return set().union(*(placeholders(v) for v in template)) if template else set()
     return set()
+
+
+def placed_placeholders(template: Any, loc: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Each field name the template reads, with where in it (``("filter", "lang")``) it is written."""
+    if isinstance(template, str):
+        yield from ((loc, m.group(1)) for m in _FIELD.finditer(template) if m.group(1))
+    elif isinstance(template, (dict, list)):
+        for key, value in template.items() if isinstance(template, dict) else enumerate(template):
+            yield from placed_placeholders(value, (*loc, key))
+
+
+def keyless_field(name: str) -> str | None:
+    """For a placeholder that reads a key of a row field holding none in every row (``{contexts.text}``: a list;
+    ``{question.text}``: text), what that field holds (``a list``), so that no row could fill it; else None (a
+    mapping, a model, an extra column: their keys are the rows')."""
+    field, _, rest = name.partition(".")
+    if not rest or (info := Row.model_fields.get(field)) is None:
+        return None
+    union = get_origin(info.annotation) in (Union, UnionType)
+    kinds = {
+        _kind(arg) for arg in (get_args(info.annotation) if union else (info.annotation,)) if arg is not type(None)
+    }
+    return None if None in kinds else " or ".join(sorted(kinds, reverse=True))  # type: ignore[arg-type]
+
+
+def _kind(annotation: Any) -> str | None:
+    """``text`` or ``a list`` for a field type that holds no keys; None for one that may (a mapping, a model, Any)."""
+    if annotation is str:
+        return "text"
+    if get_origin(annotation) is list:
+        return "a list"
+    return None
 
 
 class UnseenRequestFields:

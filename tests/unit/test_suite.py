@@ -1300,3 +1300,24 @@ def test_an_unknown_key_of_a_metric_item_is_said_at_its_own_line(tmp_path: Path,
     the line of its ``name``: the key's own line is said."""
     said = _said_of(tmp_path / "t.yaml", f"name: t\nmetrics:\n  - {item}\n")
     assert re.match(rf"Invalid suite: t\.yaml {at}: metrics item 1 \(\w+\): {key}: a metric is written", said), said
+
+
+def test_a_request_placeholder_reading_a_key_of_a_list_or_text_row_field_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """``{contexts.text}`` (contexts is a list in every row, and a placeholder names no element of one) or
+    ``{question.text}`` (text) loaded, and every question then failed (or the run stopped on "no row has
+    'contexts.text'", naming no line): both are refused at load, at their keys' lines, with the placeholder to
+    write; a key of a mapping (``{metadata.lang}``) or of an extra column still loads."""
+    text = ("metrics: [exact_match]\ntargets:\n  - system: rag\n    url: https://rag.example\n    request:\n"
+            "      q: '{question}'\n      ctx: '{contexts.text}'\n      filter: {lang: '{metadata.lang}', "
+            "user: '{user.id}'}\n      parts: ['Q: {question.text}']\n")  # fmt: skip
+    said = _said_of(tmp_path / "t.yaml", text)
+    assert said.splitlines()[1:] == [
+        "  t.yaml line 7 column 7: target rag request.ctx: {contexts.text} reads 'text' of the row's 'contexts', "
+        "which is a list in every row (a placeholder names no element of a list): write {contexts} to send it whole",
+        "  t.yaml line 9 column 15: target rag request.parts item 1: {question.text} reads 'text' of the row's "
+        "'question', which is text in every row: write {question} to send it whole",
+    ], said
+    (tmp_path / "t.yaml").write_text(text.replace("{contexts.text}", "{contexts}").replace("{question.text}", "x"))
+    assert load_suite(tmp_path / "t.yaml").suite.targets[0].request["ctx"] == "{contexts}"
