@@ -25,6 +25,9 @@ class _Mark(NamedTuple):
     column: int
     anchor: Loc | None = None
     within: Loc = ()
+    #: For the key or item whose value carries an anchor (``base: &b {...}``), the anchor and where it is written
+    #: (``&b at line 3 column 7``): the key's own line is not where the anchor is.
+    anchored: str = ""
 
 
 class SuiteLines:
@@ -53,10 +56,9 @@ class SuiteLines:
 
     def at(self, loc: Loc, first: Loc = ()) -> str:
         """``t.yaml line 3 column 5``: where the key or item at ``loc`` (or the nearest one holding it) is written,
-        and the anchor it repeats (``t.yaml line 12 column 5, from the anchor at line 3 column 5``, with the line of
-        a key inside it: ``line 12 column 5, at line 4 column 7, from ...``); where ``first``
-        (an earlier entry the one at ``loc`` repeats) is too (``..., the first at line 3 column 5``); "" where the
-        suite has no lines."""
+        and the anchor it repeats (``t.yaml line 12 column 5, from the anchor &b at line 3 column 11``, with the line
+        of a key inside it: ``line 12 column 5, at line 4 column 7, from ...``); where ``first`` (an earlier entry the
+        one at ``loc`` repeats) is too (``..., the first at line 3 column 5``); "" where the suite has no lines."""
         said = self._line(loc)
         if said and (earlier := self._line(first)):
             said += f", the first at {earlier}"
@@ -65,7 +67,8 @@ class SuiteLines:
     def _line(self, loc: Loc) -> str:
         """``line 3 column 5`` of ``loc`` (or the nearest key or item holding it); in an alias or a merged key, with
         the line of the key at ``loc`` inside the anchor and the anchor's (``line 9 column 5, at line 5 column 7,
-        from the anchor at line 2 column 5``), and so on into an anchor that repeats another; "" for none."""
+        from the anchor &b at line 2 column 11``: the anchor at its own column), and so on into an anchor that repeats
+        another; "" for none."""
         return ", ".join(self._hops(loc))
 
     def _hops(self, loc: Loc) -> list[str]:
@@ -79,9 +82,17 @@ class SuiteLines:
             inner = self._nearest(within)  # a key or item written inside the anchor, not the anchor itself
             inside = self._hops(within) if inner is not None and inner[0] > len(mark.anchor) else []
             hops += [f"at {inside[0]}"] if inside else []
-            hops += [f"from the anchor at {anchor}"] if (anchor := self._line(mark.anchor)) else []
+            hops += self._from_anchor(mark.anchor)
             hops += inside[1:]
         return hops
+
+    def _from_anchor(self, anchor: Loc) -> list[str]:
+        """``from the anchor &b at line 3 column 7``, and where that anchor itself repeats another: the hops of the
+        anchor at ``anchor`` (the key or item holding it), said at the anchor's own line and column."""
+        hops = self._hops(anchor)
+        held = self._marks.get(anchor)
+        head = held.anchored if held is not None and held.anchored else f"at {hops[0]}" if hops else ""
+        return [f"from the anchor {head}", *hops[1:]] if head else []
 
     def _nearest(self, loc: Loc) -> tuple[int, _Mark] | None:
         """The mark of ``loc`` or of the nearest key or item holding it, and the length of that one's loc."""
@@ -125,14 +136,22 @@ class _Loader(yaml.SafeLoader):
         super().__init__(stream)
         #: The mark of each list item written as an alias, by the list node's id and the item's index.
         self.alias_marks: dict[tuple[int, int], yaml.Mark] = {}
+        #: The name of each node's anchor (``&base``: ``base``), by the node's id.
+        self.anchor_names: dict[int, str] = {}
         #: The keys or items of each node gone through (:func:`_entries`), by its id: a mapping merged in many places
         #: (``<<: [*a, *b]``, each merging others) is read once, and one merging itself (``&a {<<: *a}``) ends.
         self.entries: dict[int, list[_Entry]] = {}
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        if isinstance(index, int) and self.check_event(yaml.AliasEvent):
-            self.alias_marks[id(parent), index] = self.peek_event().start_mark
-        return super().compose_node(parent, index)
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if isinstance(index, int):
+                self.alias_marks[id(parent), index] = event.start_mark
+            return super().compose_node(parent, index)
+        node = super().compose_node(parent, index)
+        if getattr(event, "anchor", None) and node is not None:
+            self.anchor_names[id(node)] = event.anchor
+        return node
 
 
 def _marks(loader: _Loader, node: yaml.Node, loc: Loc, seen: dict[int, Loc]) -> Iterator[tuple[Loc, _Mark]]:
@@ -148,8 +167,16 @@ def _marks(loader: _Loader, node: yaml.Node, loc: Loc, seen: dict[int, Loc]) -> 
         elif (anchor := seen.get(id(entry.value))) is not None:
             yield (*loc, entry.key), entry.mark._replace(anchor=anchor)
         else:
-            yield (*loc, entry.key), entry.mark
+            yield (*loc, entry.key), _anchored(loader, entry)
             yield from _marks(loader, entry.value, (*loc, entry.key), seen)
+
+
+def _anchored(loader: _Loader, entry: _Entry) -> _Mark:
+    """``entry``'s mark, with the anchor its value carries and where it is written (:attr:`_Mark.anchored`)."""
+    if (name := loader.anchor_names.get(id(entry.value))) is None:
+        return entry.mark
+    at = _mark(entry.value.start_mark)
+    return entry.mark._replace(anchored=f"&{name} at line {at.line} column {at.column}")
 
 
 class _Merged(NamedTuple):

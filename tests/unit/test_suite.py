@@ -218,8 +218,8 @@ def test_an_item_given_as_an_alias_names_its_own_line_and_its_anchors(tmp_path: 
     there: both are said."""
     text = "metrics:\n  - &base\n    name: recall_at_k\n    params: {k: [1]}\n  - exact_match\n  - *base\n"
     assert _said_of(tmp_path / "t.yaml", text) == (
-        "t.yaml line 6 column 5, from the anchor at line 2 column 5, the first at line 2 column 5: Metric listed twice "
-        "in the suite: recall_at_k: list each metric once"
+        "t.yaml line 6 column 5, from the anchor &base at line 2 column 5, the first at line 2 column 5: Metric listed "
+        "twice in the suite: recall_at_k: list each metric once"
     )
 
 
@@ -232,14 +232,24 @@ def test_a_problem_inside_an_aliased_item_names_its_keys_line_in_the_anchor(tmp_
             "  - *judge_a\n")  # fmt: skip
     assert _heads(_said_of(path, text), ": metrics item")[:2] == [
         "  t.yaml line 5 column 7",  # the anchor's own key
-        "  t.yaml line 7 column 5, at line 5 column 7, from the anchor at line 2 column 5",
+        "  t.yaml line 7 column 5, at line 5 column 7, from the anchor &judge_a at line 2 column 5",
     ]
     text = ("metrics:\n  - name: answer_accuracy\n    params: &p\n      max_cost: 1\n  - name: recall_at_k\n"
             "    params: *p\n")  # fmt: skip
     assert _said_of(path, text).startswith(
-        "t.yaml line 6 column 5, at line 4 column 7, from the anchor at line 3 column 5: Bad params for metric "
+        "t.yaml line 6 column 5, at line 4 column 7, from the anchor &p at line 3 column 13: Bad params for metric "
         "'recall_at_k': max_cost: Extra inputs are not permitted"
     )
+
+
+def test_the_anchor_an_alias_repeats_is_named_at_its_own_column_not_its_keys(tmp_path: Path) -> None:
+    """``from the anchor at line 3 column 5`` named the key holding the anchor (``params: &judged {...}``), not the
+    anchor, and not by its name: it is said as ``&judged`` at its own line and column."""
+    text = ("metrics:\n  - name: answer_accuracy\n    params: &judged {bogus: 1}\n  - name: groundedness\n"
+            "    params: *judged\n")  # fmt: skip
+    said = _said_of(tmp_path / "t.yaml", text).splitlines()
+    assert said[2].startswith("  t.yaml line 5 column 5, at line 3 column 22, from the anchor &judged at line 3 "
+                              "column 13: metrics item 2 (groundedness): Bad params"), said  # fmt: skip
 
 
 def test_a_key_a_merge_key_brings_in_names_its_line_in_the_mapping_merged(tmp_path: Path) -> None:
@@ -250,14 +260,14 @@ def test_a_key_a_merge_key_brings_in_names_its_line_in_the_mapping_merged(tmp_pa
     text = ("metrics:\n  - name: recall_at_k\n    params: &p\n      k: [1]\n  - name: answer_accuracy\n"
             "    params:\n      <<: *p\n      max_cost: 1\n")  # fmt: skip
     assert _said_of(path, text).startswith(
-        "t.yaml line 7 column 7, at line 4 column 7, from the anchor at line 3 column 5: Bad params for metric "
+        "t.yaml line 7 column 7, at line 4 column 7, from the anchor &p at line 3 column 13: Bad params for metric "
         "'answer_accuracy': k: Extra inputs are not permitted"
     )
     text = ("metrics: [exact_match]\ntargets:\n  - &t\n    system: a\n    url: https://rag.example\n"
             "    response: {answer: 'x[*]'}\n  - <<: *t\n    system: b\n")  # fmt: skip
     assert _heads(_said_of(path, text), ": target") == [
         "  t.yaml line 6 column 16",
-        "  t.yaml line 7 column 5, at line 6 column 16, from the anchor at line 3 column 5",
+        "  t.yaml line 7 column 5, at line 6 column 16, from the anchor &t at line 3 column 5",
     ]
     text = ("metrics:\n  - &a\n    name: answer_accuracy\n  - <<: [{params: {bogus: 1}}, *a]\n"
             "    name: groundedness\n    params:\n      max_cost: true\n")  # fmt: skip
@@ -266,8 +276,8 @@ def test_a_key_a_merge_key_brings_in_names_its_line_in_the_mapping_merged(tmp_pa
     text = ("metrics:\n  - name: answer_accuracy\n    params: &c\n      max_cost: 1\n  - name: groundedness\n"
             "    params: &b\n      <<: *c\n  - name: verbatim\n    params:\n      <<: *b\n")  # fmt: skip
     assert _said_of(path, text).startswith(
-        "t.yaml line 10 column 7, at line 7 column 7, from the anchor at line 6 column 5, at line 4 column 7, from the "
-        "anchor at line 3 column 5: Bad params for metric 'verbatim': max_cost: Extra inputs are not permitted"
+        "t.yaml line 10 column 7, at line 7 column 7, from the anchor &b at line 6 column 13, at line 4 column 7, from "
+        "the anchor &c at line 3 column 13: Bad params for metric 'verbatim': max_cost: Extra inputs are not permitted"
     )
     # a mapping merging itself, or merged many times over, is read once
     said = _said_of(path, "metrics:\n  - &a {name: exact_macth, <<: *a}\n")
