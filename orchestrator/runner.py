@@ -492,16 +492,23 @@ def stored_suite(store: RunStore, run_id: str, judge_limits: dict[str, int] | No
     return _resolved(store.meta(run_id), judge_limits)
 
 
-def _resolved(meta: dict[str, str], judge_limits: dict[str, int] | None = None) -> ResolvedSuite:
+def _resolved(
+    meta: dict[str, str], judge_limits: dict[str, int] | None = None, stalled: str | None = None
+) -> ResolvedSuite:
     """The suite a run's ``meta`` holds, resolved with ``judge_limits`` (``--rpm`` ...) in place of its judge's own
     before it is validated, as ``run`` loads its suite: older code stored ``pace: even`` with ``rpm: null``, which a
     resume's ``--rpm`` makes valid. One this version refuses (a response path older code took) is said as the run's:
-    the resume cannot change it."""
+    the resume cannot change it. ``stalled``: the run's id where wait() re-submits it after a stall (no resume the
+    user asked for), said first."""
     try:
         return load_suite(json.loads(meta["suite"]), judge_limits=judge_limits)
     except ConfigError as exc:
+        said = str(exc)
+        if stalled is not None:
+            said = (f"Run {stalled} stalled, and re-submitting it reads the suite it was submitted with, which this "
+                    f"version refuses: {said}. What it scored stays readable (ragscore status, report)")  # fmt: skip
         raise ConfigError(
-            f"{exc}. This is the suite the run was submitted with, which a resume cannot change but for "
+            f"{said}. This is the suite the run was submitted with, which a resume cannot change but for "
             "its judge's budget and rate limits: run the dataset again with the suite fixed"
         ) from None
 
@@ -542,7 +549,7 @@ def resume(
     """
     meta = store.meta(run_id)
     ticker = _Ticker(say)
-    resolved = stored or _resolved(meta, judge_limits)
+    resolved = stored or _resolved(meta, judge_limits, stalled=run_id if recovery else None)
     dataset, fmt = Path(meta["dataset"]), meta.get("format") or None
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():

@@ -909,3 +909,31 @@ def test_a_run_of_big_rows_stored_by_an_older_ragscore_resumes_in_its_shards_of_
 
     shard_rows, resumed = _big_rows_resumed(tmp_path, seed=4, shard_bytes=2**62)
     assert (shard_rows, resumed.shards, resumed.items) == (DEFAULT_SHARD_ROWS, 1, 60) and resumed.tasks > 0, resumed
+
+
+def test_a_stalled_run_whose_stored_suite_is_now_refused_says_what_to_do_when_wait_re_submits_it(
+    tmp_path: Path,
+) -> None:
+    """Older code stored a suite this version refuses (a request placeholder ``{contexts.text}``); the run stalled
+    (its messages lost) and wait() re-submitted it, which stopped on the suite's problem, said as a resume's: it is
+    said as the stall's re-submission's, with what to do (run the dataset again with the suite fixed)."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", make_rows(10, seed=6))
+        store = connect(server.url)
+        sub = submit(data, load_suite(SUITE), store)  # no worker: its messages wait in the queue, then are lost
+        stored = json.loads(store.meta(sub.run_id)["suite"])
+        stored["target"] = {"url": "https://rag.example", "request": {"ctx": "{contexts.text}"}}
+        store.set_meta(sub.run_id, suite=json.dumps(stored))  # as older code stored it
+        store.r.delete("cpu")  # the queue's messages lost
+        with pytest.raises(ConfigError) as refused:
+            wait(store, sub.run_id, timeout_s=60, stall_s=0.5, consumer_check_s=3600)
+    finally:
+        server.stop()
+    said = str(refused.value)
+    assert said.startswith(
+        f"Run {sub.run_id} stalled, and re-submitting it reads the suite it was submitted with, "
+        "which this version refuses: Invalid suite: target request.ctx: {contexts.text}"
+    ), said
+    assert "What it scored stays readable (ragscore status, report)" in said, said
+    assert said.endswith("run the dataset again with the suite fixed"), said
