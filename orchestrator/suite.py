@@ -94,10 +94,15 @@ def _problem(error: ErrorDetails, data: Any, lines: SuiteLines) -> str:
     return f"{where}: {error['msg']}"
 
 
+#: The errors refusing a section or item as a whole for one of its keys, which their ctx's ``key`` names.
+_KEYED = ("flat_params", "misspelt_key", "secret_in_suite")
+
+
 def _written_at(error: ErrorDetails) -> tuple[Any, ...]:
     """Where in the suite ``error`` is written: its loc, or for a metric item's unknown key (``{name: m, k: [1]}``,
-    refused by the item as a whole) that key's, so that its line is the key's, not the item's."""
-    key = error.get("ctx", {}).get("key") if error["type"] in ("flat_params", "misspelt_key") else None
+    refused by the item as a whole) or a key written into the judge section (``api_kye: gsk_...``, refused by the
+    section) that key's, so that its line is the key's, not the item's or the section's."""
+    key = error.get("ctx", {}).get("key") if error["type"] in _KEYED else None
     return error["loc"] if key is None else (*error["loc"], key)
 
 

@@ -598,8 +598,8 @@ class JudgeConfig(BaseModel):
                 "secret_in_suite",
                 "{keys}: keys come from the environment only (GROQ_API_KEY, OPENAI_API_KEY, or the variable a judge "
                 "metric's api_key_env names), never from a suite file (the value is not shown)",
-                {"keys": ", ".join(sorted(secrets.values()))},
-            )
+                {"keys": ", ".join(sorted(secrets.values())), "key": next(iter(secrets))},
+            )  # "key": the first written, whose line the problem is said at
             errors.insert(0, {"type": refused, "loc": (), "input": sorted(secrets.values())})
         try:
             handler({k: v for k, v in value.items() if k not in secrets and k not in misplaced})

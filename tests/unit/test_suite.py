@@ -1312,6 +1312,15 @@ def test_an_unknown_key_of_a_metric_item_is_said_at_its_own_line(tmp_path: Path,
     assert re.match(rf"Invalid suite: t\.yaml {at}: metrics item 1 \(\w+\): {key}: a metric is written", said), said
 
 
+def test_a_key_written_into_the_judge_section_is_said_at_its_own_line(tmp_path: Path) -> None:
+    """``judge: {model: m, api_kye: gsk_...}`` was said at the ``judge:`` line (the section refuses it as a whole):
+    the key's own line is said, its value still unshown."""
+    text = "metrics: [exact_match]\njudge:\n  model: m\n  api_kye: gsk_REALSECRET987\n"
+    said = _said_of(tmp_path / "t.yaml", text)
+    assert said.startswith("Invalid suite: t.yaml line 4 column 3: judge: api_kye (did you mean 'api_key'?): "), said
+    assert "REALSECRET987" not in said, said
+
+
 def test_a_request_placeholder_reading_a_key_of_a_list_or_text_row_field_is_refused_at_its_line(
     tmp_path: Path,
 ) -> None:
