@@ -50,6 +50,15 @@ def test_a_key_in_quotes_is_read_as_written_spaces_dots_and_all() -> None:
     assert parse_path("['$'].a") == ["$", "a"]
 
 
+@pytest.mark.parametrize(
+    ("path", "steps"),
+    [("data.it's", ["data", "it's"]), ('data."a"', ["data", '"a"']), ("data.'a'[0]", ["data", "'a'", 0])],
+)
+def test_a_path_read_before_keys_in_quotes_keeps_its_meaning(path: str, steps: list[str | int]) -> None:
+    """Keys in quotes are read only in brackets (``['a']``): a quote in a dotted key is part of it, as before."""
+    assert parse_path(path) == steps
+
+
 @pytest.mark.parametrize("bad", ["", "a..b", "a[x]", "a[", "[*]]", "a['b]", "a.['b']"])
 def test_malformed_paths_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="not a JSON path"):
