@@ -78,13 +78,7 @@ def render(template: Any, row: dict[str, Any]) -> Any:
 
 def placeholders(template: Any) -> set[str]:
     """Every field name the template reads."""
-    if isinstance(template, str):
-        return {m.group(1) for m in _FIELD.finditer(template) if m.group(1)}
-    if isinstance(template, dict):
-        return set().union(*(placeholders(v) for v in template.values())) if template else set()
-    if isinstance(template, list):
-        return set().union(*(placeholders(v) for v in template)) if template else set()
-    return set()
+    return {name for _, name in placed_placeholders(template)}
 
 
 def placed_placeholders(template: Any, loc: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
