@@ -503,13 +503,14 @@ def _resolved(
     try:
         return load_suite(json.loads(meta["suite"]), judge_limits=judge_limits)
     except ConfigError as exc:
-        said = str(exc)
-        if stalled is not None:
+        if stalled is None:
+            said = f"{exc}. This is the suite the run was submitted with, which a resume cannot change"
+        else:
             said = (f"Run {stalled} stalled, and re-submitting it reads the suite it was submitted with, which this "
-                    f"version refuses: {said}. What it scored stays readable (ragscore status, report)")  # fmt: skip
+                    f"version refuses: {exc}. What it scored stays readable (ragscore status, report); a resume "
+                    "cannot change that suite")  # fmt: skip
         raise ConfigError(
-            f"{said}. This is the suite the run was submitted with, which a resume cannot change but for "
-            "its judge's budget and rate limits: run the dataset again with the suite fixed"
+            f"{said} but for its judge's budget and rate limits: run the dataset again with the suite fixed"
         ) from None
 
 
