@@ -21,7 +21,6 @@ from orchestrator.queues import ORPHAN_SETTLED_S, held_messages
 from orchestrator.reports.live import StatusView, sample
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
-from ragscore_workers.kept import RENEW_S
 from ragscore_workers.stopping import STOPPING_INDEX, STOPPING_PREFIX, StopWatch, stopping_workers
 from ragscore_workers.store import RunStore, redis_client
 
@@ -85,6 +84,27 @@ def _says_who_holds(said: list[str], text: str) -> bool:
     """Keep ``text`` in ``said`` where it says the item is held by a stopping worker, or by one that stopped."""
     _keep(said, text)
     return "being finished by worker" in text or "held by a worker that stopped" in text
+
+
+def _stopping_key_writes(client: redis.Redis) -> redis.client.PubSub:
+    """A subscription to Redis' notifications of each write (SET) of a ``ragscore:stopping:`` key from now on."""
+    client.config_set("notify-keyspace-events", "K$")
+    writes = client.pubsub()
+    writes.psubscribe(f"__keyspace@*__:{STOPPING_PREFIX}*")
+    assert (writes.get_message(timeout=30) or {}).get("type") == "psubscribe"  # subscribed before what it awaits
+    return writes
+
+
+def _renewed(writes: redis.client.PubSub, timeout_s: float) -> bool:
+    """Whether a stopping key was written again (renewed) after this call, within ``timeout_s``: the writes heard so
+    far are skipped, then two are awaited (the first may have been on its way before the call)."""
+    while writes.get_message(timeout=0) is not None:
+        pass
+    deadline, heard = time.monotonic() + timeout_s, 0
+    while heard < 2 and time.monotonic() < deadline:
+        message = writes.get_message(timeout=1.0)
+        heard += message is not None and message.get("data") == "set"
+    return heard >= 2
 
 
 #: A broker user limited to kombu's keys, the queues and Celery's (no ``ragscore:`` key: the store's user has those).
@@ -176,11 +196,19 @@ def test_a_stop_watch_its_user_may_not_write_warns_once_and_ends_two_of_one_name
     two workers of one name (a host name reused) each keep their own tasks said, and one's exit leaves the other's."""
     server = RedisProcess(tmp_path / "redis", "--user", *_BROKER_USER.split()).start()
     try:
-        refused = StopWatch(redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0"), "cpu-1@vm", lambda: ["t0"])
+        reads: list[None] = []  # one a write of its key: what it runs is read for each
+
+        def runs_nothing() -> list[str]:
+            reads.append(None)
+            return []
+
+        client = redis_client(f"redis://broker:pw@127.0.0.1:{server.port}/0")
+        refused = StopWatch(client, "cpu-1@vm", lambda: ["t0"], runs_nothing)
         with caplog.at_level(logging.WARNING, logger="ragscore_workers.kept"):
             refused.begin()
             assert until(lambda: caplog.records, 30), "no warning"
-            time.sleep(RENEW_S * 1.5)  # a renewal or more, refused again: not said again
+            # a renewal, refused again: not said again (its write is tried before the thread ends)
+            assert until(lambda: len(reads) >= 2, 30), "its key was not renewed"
             refused.end()
             refused.join(30)
         assert not refused.alive()
@@ -292,11 +320,13 @@ def test_a_stopping_worker_is_said_to_finish_only_what_it_runs_its_prefetch_to_g
         worker.start()
         assert until(lambda: held_messages(store, run_id).held == 3, 240), "the worker never took the run's messages"
         time.sleep(ORPHAN_SETTLED_S + 1)  # held long enough to be called orphaned if no worker lists them
+        writes = _stopping_key_writes(store.r)
         assert worker.proc is not None
         worker.proc.send_signal(signal.SIGTERM)
         said = [""]
         assert until(lambda: _says_who_holds(said, _status(store, run_id)), 30), said
-        time.sleep(RENEW_S * 1.5)  # a renewal of its key, once Celery dropped the two it did not start
+        # a renewal of its key after that status, once Celery dropped the two it did not start
+        assert _renewed(writes, 30), "its stopping key was not renewed"
         for text in (said[0], _status(store, run_id)):
             assert "1 item of this run (1 on cpu) is being finished by worker cpu" in text, text
             assert "2 items it took and did not start (2 on cpu) go back to the queue as it exits" in text, text
