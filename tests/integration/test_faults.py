@@ -808,6 +808,7 @@ def test_a_cancel_right_after_the_only_worker_of_a_queue_was_killed_summarizes_o
         assert all(metric.stopped > 0 for metric in summary.metrics.values()), summary.metrics
 
 
+@pytest.mark.serial  # timed: the cancel must come within RECENTLY_TAKEN_S (20 s) of the kill
 def test_cancel_of_a_run_whose_queue_lost_its_only_worker_holding_another_runs_messages_writes_its_summary(
     tmp_path: Path,
 ) -> None:
