@@ -909,10 +909,7 @@ def wait(
                 state = store.state(run_id)
                 counters = store.progress(run_id)
                 if not state:  # its meta is gone: a Redis restarted without persistence, or flushed
-                    raise RunLostError(
-                        f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, "
-                        "flushed, or evicting keys under maxmemory). What it scored is lost; run it again"
-                    )
+                    raise _run_lost(run_id)
                 if "work_ms" in counters or state in RunState.DONE:  # a worker took a task of this attempt
                     queued_checked = -math.inf
                     queued("")
@@ -997,6 +994,10 @@ def wait(
                 outage.lost(exc)  # raises BrokerError once it lasted REDIS_OUTAGE_S
                 last_change = time.monotonic()  # an outage is not a stall
                 continue
+            except ConfigError:  # a later read of the poll found no meta: lost since its state was read
+                if store.exists(run_id):
+                    raise
+                raise _run_lost(run_id) from None
             outage.over()  # said once a whole poll got its answers, not a first read that a later one undoes
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
@@ -1018,6 +1019,16 @@ def wait(
         except redis.RedisError:
             pass  # the error that ended the wait says why
         progress.stop()
+
+
+def _run_lost(run_id: str) -> RunLostError:
+    """The error of a run whose meta left the store while :func:`wait` followed it (said the same whichever read of
+    a poll found it gone: its state, or a later read of its meta, which says :data:`NO_SUCH_RUN`, exit 2, as if the
+    run had been mistyped)."""
+    return RunLostError(
+        f"Run {run_id} is no longer in the store: its Redis lost it (restarted without persistence, flushed, or "
+        "evicting keys under maxmemory). What it scored is lost; run it again"
+    )
 
 
 def _stopping_note(at_once: str | None, calls: list[str]) -> str:

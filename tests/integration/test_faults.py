@@ -26,7 +26,7 @@ from orchestrator.runner import RESTARTED_STALL_S, Submitted, connect, run, subm
 from orchestrator.suite import load_suite
 from orchestrator.terminal import summary_commands
 from ragscore_workers.counts import counted
-from ragscore_workers.errors import BrokerError
+from ragscore_workers.errors import BrokerError, RunLostError
 from ragscore_workers.settings import get_settings
 from ragscore_workers.store import RunStore
 
@@ -265,7 +265,7 @@ def test_an_embedded_run_whose_redis_dies_restarts_it_and_finishes(
     assert ids == [f"q{i}" for i in range(6000)]
 
 
-@pytest.mark.serial  # timed: Redis restarts while the run waits (exit 2 seen under the parallel pass's load)
+@pytest.mark.serial  # timed: the restart must fall after submit's last write, while the run waits
 def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> None:
     """A Redis restarted without persistence has lost a cluster run mid-wait. The wait used to read it as
     bad input ("No run ... in the store", exit 2, "stopped before anything was submitted") once it looked
@@ -304,7 +304,32 @@ def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> N
     assert "its Redis lost it" in json.loads((out / "run.json").read_text())["lost"]
 
 
-@pytest.mark.serial  # timed: Redis restarts while the run waits (exit 2 seen under the parallel pass's load)
+def test_a_run_its_redis_loses_between_two_reads_of_one_poll_is_said_lost_not_unknown(tmp_path: Path) -> None:
+    """A poll of wait() reads the run's state, then its meta again (the queues its messages wait in). A Redis that
+    lost the run between the two (restarted without persistence, flushed) made the second read say "No run ... in
+    the store", a ConfigError: `ragscore run` exited 2, as for a mistyped run id (seen under load, where such a
+    restart right after the run was submitted fell there). It is lost, as where its state was read gone."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(50)), load_suite(SUITE), store)  # no worker serves it
+        updates: list[dict[str, int]] = []
+
+        def flushed_at_the_second(counters: dict[str, int]) -> None:
+            """The store loses the run after the second poll read its state, before that poll's consumer check."""
+            updates.append(counters)
+            if len(updates) == 2:
+                store.r.flushall()
+
+        progress = HookedProgress(on_update=flushed_at_the_second)
+        with pytest.raises(RunLostError, match="its Redis lost it"):
+            wait(store, sub.run_id, progress, consumer_check_s=0, timeout_s=120)
+        assert len(updates) >= 2, updates  # the second poll's update came: the loss fell inside that poll
+    finally:
+        server.stop()
+
+
+@pytest.mark.serial  # timed: the restart must fall after submit's last write, while the run waits
 def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp_path: Path) -> None:
     """After a Redis restarted without persistence lost a run, "run it again" was refused into the same --out
     ("finish it with --resume") and --resume said only "No run in the store": a dead end both ways."""
@@ -334,8 +359,8 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
         lost_id = json.loads((out / "run.json").read_text())["run_id"]
         server.stop()
         server.start()
-        first.communicate(timeout=60)
-        assert first.returncode == 1
+        _, said_first = first.communicate(timeout=60)
+        assert first.returncode == 1, said_first
         resumed = subprocess.run([*cli, "--resume", str(out), "--broker", server.url], cwd=ROOT, env=env,
                                  capture_output=True, text=True, timeout=60)  # fmt: skip
         said = " ".join(resumed.stderr.split())
