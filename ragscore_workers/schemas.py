@@ -1001,11 +1001,18 @@ UNFILLED_PREFIX = "unfilled_"
 #: Judge counters of ``summary.judge`` (cost in the price table's currency; rate_limited = 429s received).
 #: usage_estimated: replies that reported no token usage (LocalAI, some gateways), whose tokens and cost were
 #: estimated from the text, so that budgets still hold. unpriced_calls: calls of a model the price table lacks
-#: (their cost is not in ``cost``: a run without ``prices`` is not free).
+#: (their cost is not in ``cost``: a run without ``prices`` is not free, and its ``cost`` is None: :func:`unpriced`).
 JUDGE_COUNTERS = (
     "calls", "cache_hits", "retries", "rate_limited", "tokens_in", "tokens_out", "cost", "parse_failures", "failures",
     "usage_estimated", "unpriced_calls",
 )  # fmt: skip
+
+
+def unpriced(judge: Mapping[str, Any]) -> bool:
+    """Whether every judge call of a run's ``judge`` counters was of a model without a price: its cost is unknown,
+    not 0 (a run that sent no call, the cache answering, paid nothing)."""
+    count = int(float(judge.get("unpriced_calls") or 0))
+    return bool(count) and count >= int(float(judge.get("calls") or 0))
 
 
 class MetricSummary(BaseModel):
@@ -1063,6 +1070,7 @@ class RunSummary(BaseModel):
     by_system: dict[str, dict[str, MetricSummary]] = Field(default_factory=dict)
     by_question_type: dict[str, dict[str, MetricSummary]] = Field(default_factory=dict)
     by_category: dict[str, dict[str, MetricSummary]] = Field(default_factory=dict)
+    #: ``cost`` is None where every call was of a model without a price (:func:`unpriced`): not known, not free.
     judge: dict[str, Any] = Field(default_factory=lambda: dict.fromkeys(JUDGE_COUNTERS, 0))
     #: Embedding work: texts encoded, cache hits, batched encode calls, worker processes and model loads.
     embedding: dict[str, Any] = Field(default_factory=dict)
@@ -1081,3 +1089,10 @@ class RunSummary(BaseModel):
     #: has a system, or a summary written before they were told: ``by_system`` tells them, the first 1,000).
     retrieved_systems: RetrievedSystems | None = None
     timing: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("judge")
+    @classmethod
+    def _unknown_cost(cls, judge: dict[str, Any]) -> dict[str, Any]:
+        """An unpriced run's ``cost`` is None, a summary stored before it was (its ``cost`` 0) read so too: a user
+        summing costs across runs does not read it as free."""
+        return judge | {"cost": None} if unpriced(judge) else judge

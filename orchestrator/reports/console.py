@@ -27,6 +27,7 @@ from ragscore_workers.schemas import (
     TargetConfig,
     paced_per_second,
     target_name,
+    unpriced,
 )
 
 from .. import gold_ids
@@ -255,7 +256,7 @@ def judge_counters(judge: dict[str, Any]) -> dict[str, Any]:
     """The judge's counters as a report's judge table shows them: ``cost`` is ``-`` when no call had a price (a
     model the price table lacks is not free), else written as the console writes it (``0.3000``, ``<0.0001``)."""
     counters = {k: v for k, v in judge.items() if not isinstance(v, dict)}
-    if _unpriced(judge):
+    if unpriced(judge):
         counters |= {"cost": "-"}
     elif "cost" in counters:
         counters |= {"cost": _cost(float(counters["cost"] or 0))}
@@ -317,22 +318,16 @@ def _target_limits_of(config: dict[str, Any]) -> list[tuple[str, Any]]:
     return rpm + ([("pace", "even")] if config.get("pace") == "even" else [])
 
 
-def _unpriced(judge: dict[str, Any]) -> bool:
-    """Every call was of a model without a price."""
-    unpriced, calls = int(float(judge.get("unpriced_calls") or 0)), int(float(judge.get("calls") or 0))
-    return bool(unpriced) and unpriced >= calls
-
-
 def _judge_cost(judge: dict[str, Any]) -> str:
     """The judge's cost, or why there is none: calls of a model without a price are not free, and a run the cache
     answered paid nothing whatever the price (said, so that its 0 does not read as a price its first run lacked)."""
-    unpriced = int(float(judge.get("unpriced_calls") or 0))
+    unpriced_calls = int(float(judge.get("unpriced_calls") or 0))
     if not int(float(judge.get("calls") or 0)) and int(float(judge.get("cache_hits") or 0)):
         return "0 (every reply from the cache: nothing paid)"
-    if _unpriced(judge):
+    if unpriced(judge):
         return "- (no price for the judge model: the judge metrics' param 'prices')"
     cost = _cost(float(judge.get("cost") or 0))
-    return f"{cost} ({counted(unpriced, 'call')} without a price not counted)" if unpriced else cost
+    return f"{cost} ({counted(unpriced_calls, 'call')} without a price not counted)" if unpriced_calls else cost
 
 
 def devices_text(devices: dict[str, int]) -> str:

@@ -13,6 +13,7 @@ from orchestrator import evaluate
 from orchestrator.api import IncompleteRunWarning
 from orchestrator.embedded_redis import EmbeddedRedis
 from ragscore_workers.providers import RunJudgeState
+from ragscore_workers.schemas import RunSummary
 
 from ..fakes import FakeProvider
 from .conftest import SECRET
@@ -229,3 +230,32 @@ def test_report_md_names_the_judge_that_judged(
     expected = f"provider openai · model {model} · rpm 60{said}\n\n| calls |"
     assert judge_section.startswith(expected), judge_section[:200]
     assert ("pace <b>even</b>" in (tmp_path / "out" / "report.html").read_text()) == (pace == "even")
+
+
+def test_an_unpriced_runs_judge_cost_is_null_in_summary_json_not_a_free_looking_zero(
+    home: Path, keys: str, model: str, tmp_path: Path
+) -> None:
+    """A judge model without a price: summary.json's judge.cost is null (unknown, not free: a user summing costs across
+    runs would read 0 as paid nothing), and report.md says ``-``; its re-run, answered by the cache, paid nothing (0);
+    a priced run's cost is its number; a summary stored before (cost 0, every call unpriced) reads as null. Seen
+    failing before: summary.json held "cost": 0.0 for the unpriced run."""
+    rows = [{"id": "q0", "question": "Q?", "reference": "r", "answer": "a [[rating=4]]"}]
+    judge = {"provider": "groq", "model": model, "rpm": None, "tpm": None}
+    with FakeProvider(api_key=keys) as fake:
+        suite = {"name": "unpriced", "metrics": ["answer_accuracy"], "judge": judge | {"base_url": fake.url}}
+        evaluate(rows, suite, out=tmp_path / "unpriced")
+        evaluate(rows, suite, out=tmp_path / "cached")
+        priced = [{"name": "answer_accuracy", "params": {"cache": False, "prices": {model: [1_000_000, 0]}}}]
+        evaluate(rows, suite | {"metrics": priced}, out=tmp_path / "priced")
+
+    def written(run: str) -> dict[str, Any]:
+        return json.loads((tmp_path / run / "summary.json").read_text())["judge"]
+
+    unpriced = written("unpriced")
+    assert (unpriced["calls"], unpriced["unpriced_calls"], unpriced["cost"]) == (2, 2, None), unpriced
+    assert "| - |" in (tmp_path / "unpriced" / "report.md").read_text()
+    assert (written("cached")["calls"], written("cached")["cost"]) == (0, 0)
+    assert written("priced")["cost"] > 0 and written("priced")["unpriced_calls"] == 0
+    stored = json.loads((tmp_path / "unpriced" / "summary.json").read_text())
+    stored["judge"]["cost"] = 0.0  # as an older ragscore wrote it
+    assert RunSummary.model_validate(stored).judge["cost"] is None
