@@ -202,3 +202,37 @@ def test_calls_a_chunks_cut_left_running_keep_their_places_of_concurrency_from_t
         held.set()
     assert until(lambda: fake.in_flight == 0, 30)
     assert (fake.stats()["max_in_flight"], fake.stats()["requests"]) == (2, 2)
+
+
+@pytest.mark.integration
+@pytest.mark.serial  # timed: the first chunk's calls start within its soft limit (5 s)
+def test_a_real_judge_workers_thread_holds_its_cut_tasks_calls_in_flight_against_its_next_tasks_concurrency(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """A judge worker of one thread (its threads pool, as ``ragscore worker`` starts it): its first task's 2 calls
+    (concurrency 2) are held at the provider past the task's soft limit; the thread's next task waits for them before
+    sending its own, so the provider never sees more of the worker's calls at once than ``concurrency`` (docs/judge.md,
+    the judge task's time limit), and that task's items are the time limit's errors too. Seen failing with
+    ``TaskCalls.of_this_thread`` returning a new TaskCalls per task: the second task sent 2 calls more (4 at once)."""
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} [[rating=4]]"} for i in range(4)]
+    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    spec = {"name": "answer_accuracy", "params": {"concurrency": 2, "cache": False}}
+    suite = {"metrics": [spec], "chunk_size": {"judge": 2}, "judge": judge}  # two tasks, one after the other
+    fake.hold = held = threading.Event()  # every call is answered once the test says so: past both tasks' cuts
+    store = connect(redis_server.url)
+    worker = short_limit_worker(redis_server.url, "judge", tmp_path / "w", SOFT_S, concurrency=1)
+    try:
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(suite), store)
+        first = wait(store, sub.run_id, timeout_s=300)
+        in_flight_at_end = fake.in_flight
+        held.set()
+        assert until(lambda: fake.in_flight == 0, 30)
+    finally:
+        held.set()
+        worker.stop()
+
+    assert first.state == RunState.FINISHED
+    errors = {raw.meta["id"]: raw.metrics["answer_accuracy"].get("error") for raw in store.iter_raw_items(sub.run_id)}
+    assert errors == dict.fromkeys((r["id"] for r in rows), TIME_LIMIT), errors
+    assert in_flight_at_end == 2  # the first task's, held: its cut did not end them
+    assert (fake.stats()["max_in_flight"], fake.stats()["requests"]) == (2, 2), fake.stats()
