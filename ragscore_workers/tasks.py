@@ -29,7 +29,7 @@ from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit, soft_deadline, time_limit_error
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
-from .providers.run_state import UNREPORTED_FIELDS, breaker_summary
+from .providers.run_state import UNREPORTED_FIELDS, as_run_stopper_errors, breaker_summary, replaced_stops
 from .schemas import (
     ITEM_META_FIELDS,
     JUDGE_COUNTERS,
@@ -46,6 +46,7 @@ from .settings import get_settings
 from .store import (
     JUDGE_LIMITERS_PART,
     PROGRESSIVE_QUEUES,
+    RawItem,
     RunState,
     RunStore,
     as_stored,
@@ -633,6 +634,23 @@ def _keep_lease(store: RunStore, run_id: str, generation: int | None, lease: tup
     return False
 
 
+def _rewrite(
+    store: RunStore,
+    run_id: str,
+    queue: str,
+    pending: dict[str, list[tuple[str, dict[str, Any], dict[str, MetricResult]]]],
+    raw: RawItem,
+    results: dict[str, MetricResult],
+) -> None:
+    """``results`` replace or join ``raw``'s outputs (as the store holds them, for what reads ``raw`` next) and wait
+    in ``pending[queue]`` to be written as ``queue``'s, 500 items at a time."""
+    raw.metrics.update({name: as_stored(r) for name, r in results.items()})
+    pending[queue].append((raw.key, raw.meta, results))
+    if len(pending[queue]) >= 500:
+        store.write_results(run_id, queue, pending[queue])
+        pending[queue].clear()
+
+
 def _aggregate(
     store: RunStore, run_id: str, generation: int | None, meta: dict[str, Any], lease: tuple[str, str]
 ) -> None:
@@ -648,19 +666,22 @@ def _aggregate(
         skipped: dict[str, dict[str, Any]] = {}
         if meta.get("state") == RunState.CANCELLED:
             skipped = cancel_skipped(o for outs in resolved.scoring_outputs().values() for o in outs)
-        pending: list[tuple[str, dict[str, Any], dict[str, MetricResult]]] = []
+        judge_fields = store.counters(run_id, "judge")
+        replaced = replaced_stops(judge_fields)  # items a breaker's count stopped before a refused key's 401 came
+        pending: dict[str, list[tuple[str, dict[str, Any], dict[str, MetricResult]]]] = {
+            Queue.JUDGE.value: [],
+            Queue.DERIVED.value: [],
+        }
         for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
             if count % LEASE_EVERY == 0 and not _keep_lease(store, run_id, generation, lease, AGGREGATE_LEASE_S):
                 return
+            if replaced and (refused := as_run_stopper_errors(raw.metrics, replaced)):
+                _rewrite(store, run_id, Queue.JUDGE.value, pending, raw, refused)
             if derived:
-                extra = derive(raw.metrics, derived)
-                pending.append((raw.key, raw.meta, extra))
-                raw.metrics.update({name: as_stored(r) for name, r in extra.items()})
-                if len(pending) >= 500:
-                    store.write_results(run_id, Queue.DERIVED.value, pending)
-                    pending = []
+                _rewrite(store, run_id, Queue.DERIVED.value, pending, raw, derive(raw.metrics, derived))
             agg.add_raw(raw.meta, raw.metrics)
-        store.write_results(run_id, Queue.DERIVED.value, pending)
+        for queue, left in pending.items():
+            store.write_results(run_id, queue, left)
         # the statistics, then the save: no renewal
         if not _keep_lease(store, run_id, generation, lease, AGGREGATE_LEASE_S * 5):
             return
@@ -677,7 +698,7 @@ def _aggregate(
         }
         # which judge each breaker stopped
         limiters = cast("dict[str, str]", store.r.hgetall(store.key(run_id, JUDGE_LIMITERS_PART)))
-        judge = dict.fromkeys(JUDGE_COUNTERS, 0) | breaker_summary(store.counters(run_id, "judge"), limiters)
+        judge = dict.fromkeys(JUDGE_COUNTERS, 0) | breaker_summary(judge_fields, limiters)
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
         targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in resolved.suite.all_targets}
         summary = agg.summary(

@@ -25,6 +25,9 @@ counters and breaker per system under ``ragscore:run:{run_id}:target:{system}``:
                            of failures in a row opened it (its reason then replaces the count's); the judge's, per
                            judge limiter (``run_stopper:{limiter key}``). The items it stops record an error, not a
                            stop (:meth:`RunJudgeState.is_run_stopper`)
+``replaced_breaker``       the count's reason a run stopper replaced (per judge limiter: ``replaced_breaker:{limiter
+                           key}``): the items it stopped are recorded as the run stopper's errors
+                           (:func:`replaced_stops`)
 ``budget``                 why judging stopped, once ``max_cost`` / ``max_tokens`` would be passed
 ``held_tokens/held_cost``  what budgeted calls in flight hold (their high estimates) until they end; each hold is
                            also in ``…:judge:holds`` (a sorted set by expiry, Redis's clock), so the hold of a
@@ -60,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
-from ..schemas import JUDGE_COUNTERS, target_name
+from ..schemas import JUDGE_COUNTERS, MetricResult, target_name
 from ..store import JUDGE_LIMITERS_PART, WAIT_PARTS, RunState, RunStore, target_state_part
 from .ratelimit import WAIT_REFRESH_S, Wait
 
@@ -74,9 +77,11 @@ __all__ = [
     "WAIT_WRITE_EVERY_S",
     "Hold",
     "RunJudgeState",
+    "as_run_stopper_errors",
     "breaker_summary",
     "holds_key",
     "judge_breakers",
+    "replaced_stops",
     "run_judge_key",
     "scoped_breaker_field",
 ]
@@ -237,9 +242,11 @@ _notes_lock = threading.Lock()
 
 
 # KEYS[1] = hash; ARGV[1] = threshold, ARGV[2] = reason, ARGV[3] = ttl, ARGV[4] = the breaker's count field, ARGV[5]
-# its reason field (:attr:`RunJudgeState.breaker_field`), ARGV[6] its run-stopper mark ('' = not a run stopper). The
-# first run stopper sets the mark and its reason, though the count of failures in a row opened the breaker first (a
-# refused key is the configuration to fix whatever stopped the calls before it). Returns 1 when this call opened it.
+# its reason field (:attr:`RunJudgeState.breaker_field`), ARGV[6] its run-stopper mark ('' = not a run stopper), ARGV[7]
+# the field keeping the reason a run stopper replaced. The first run stopper sets the mark and its reason, though the
+# count of failures in a row opened the breaker first (a refused key is the configuration to fix whatever stopped the
+# calls before it): the count's reason, which the items stopped meanwhile hold, is kept in ARGV[7], so that the
+# aggregate records them as the run stopper's errors (:func:`replaced_stops`). Returns 1 when this call opened it.
 _FAILURE_LUA = """
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 local n = redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
@@ -247,6 +254,7 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 if n >= tonumber(ARGV[1]) then
   local opened = redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[2])
   if ARGV[6] ~= '' and redis.call('HSETNX', KEYS[1], ARGV[6], 1) == 1 then
+    if opened == 0 then redis.call('HSET', KEYS[1], ARGV[7], redis.call('HGET', KEYS[1], ARGV[5])) end
     redis.call('HSET', KEYS[1], ARGV[5], ARGV[2])
   end
   return opened
@@ -311,7 +319,7 @@ end
 return 0
 """
 #: Fields of the hash that are bookkeeping, not results (left out of the run summary), cleared by a resume.
-INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at", "run_stopper")
+INTERNAL_FIELDS = ("consecutive_failures", "held_tokens", "held_cost", "called_at", "run_stopper", "replaced_breaker")
 #: Fields left out of the run summary: :data:`INTERNAL_FIELDS` and ``call_ms``, a counter a resume keeps (as it keeps
 #: ``calls``: the live ETA's floor divides one by the other).
 UNREPORTED_FIELDS = (*INTERNAL_FIELDS, "call_ms")
@@ -320,6 +328,8 @@ BREAKER_PREFIX = "breaker:"
 FAILING_PREFIX = "consecutive_failures:"
 #: The start of a judge limiter's run-stopper mark: its breaker opened for the configuration (:meth:`is_run_stopper`).
 STOPPER_PREFIX = "run_stopper:"
+#: The start of the field keeping a judge limiter's breaker reason that a run stopper replaced (:func:`replaced_stops`).
+REPLACED_PREFIX = "replaced_breaker:"
 
 
 class Hold(NamedTuple):
@@ -337,7 +347,34 @@ def run_judge_key(run_id: str) -> str:
 def scoped_breaker_field(name: str) -> bool:
     """Whether ``name`` is a field of one judge limiter's breaker (its reason, its count or its run-stopper mark), not a
     run's counter."""
-    return name.startswith((BREAKER_PREFIX, FAILING_PREFIX, STOPPER_PREFIX))
+    return name.startswith((BREAKER_PREFIX, FAILING_PREFIX, STOPPER_PREFIX, REPLACED_PREFIX))
+
+
+def replaced_stops(fields: dict[str, Any]) -> dict[str, str]:
+    """Per breaker reason of the count of failures in a row that a run stopper (a refused key, a model the provider
+    lacks) replaced after it opened, the run stopper's reason, from the run's judge hash ``fields``: the items the
+    count's reason stopped meanwhile (before the refused call came back, or on another worker within the second it
+    reads the breaker) are the run stopper's errors, as every later item is."""
+    replaced: dict[str, str] = {}
+    for name, old in fields.items():
+        if name == "replaced_breaker":
+            replaced[str(old)] = str(fields.get("breaker", old))
+        elif name.startswith(REPLACED_PREFIX):
+            replaced[str(old)] = str(fields.get(BREAKER_PREFIX + name.removeprefix(REPLACED_PREFIX), old))
+    return replaced
+
+
+def as_run_stopper_errors(metrics: dict[str, dict[str, Any]], replaced: dict[str, str]) -> dict[str, MetricResult]:
+    """The outputs of an item as stored (``metrics``: output -> result dict) that a breaker reason a run stopper
+    replaced stopped (``replaced``: :func:`replaced_stops`), each as that run stopper's error (what to fix, which a
+    resume judges again), their other details kept."""
+    errors: dict[str, MetricResult] = {}
+    for name, result in metrics.items():
+        details = result.get("details") or {}
+        if details.get("stopped") and (error := replaced.get(str(details.get("reason")))) is not None:
+            kept = {k: v for k, v in details.items() if k not in ("reason", "stopped")}
+            errors[name] = MetricResult(score=None, error=error, details=kept)
+    return errors
 
 
 def judge_breakers(fields: dict[str, Any], limiters: dict[str, str]) -> dict[str, str]:
@@ -410,6 +447,7 @@ class RunJudgeState:
         self.breaker_field = f"{BREAKER_PREFIX}{scope}" if scope else "breaker"
         self.failing_field = f"{FAILING_PREFIX}{scope}" if scope else "consecutive_failures"
         self.stopper_field = f"{STOPPER_PREFIX}{scope}" if scope else "run_stopper"
+        self.replaced_field = f"{REPLACED_PREFIX}{scope}" if scope else "replaced_breaker"
         self._breaker_fields = (self.breaker_field, self.stopper_field)  # what the reserve script reads
         self._failure = redis.register_script(_FAILURE_LUA)
         self._reserve = redis.register_script(_RESERVE_LUA)
@@ -507,7 +545,7 @@ class RunJudgeState:
         at, stopper = (threshold, "") if reason is None else (1, self.stopper_field)
         last = _middle_cut(last_error, LAST_ERROR_CHARS)
         reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last})"
-        fields = [self.failing_field, self.breaker_field, stopper]
+        fields = [self.failing_field, self.breaker_field, stopper, self.replaced_field]
         opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s, *fields]))
         with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
             self._stop_read_at = float("-inf")

@@ -159,6 +159,9 @@ class FakeProvider:
         #: While set to an Event, every request waits for it (at most 120 s) before it is answered: a test holds a
         #: call in flight while it acts (``ragscore cancel``), then sets it, instead of racing a latency.
         self.hold: threading.Event | None = None
+        #: ``(KIND, Event)``: a request answered the injected fault KIND waits for the Event (at most 120 s), the others
+        #: answered as usual: a test holds one call's 401 until other calls' 500s opened the breaker.
+        self.hold_fault: tuple[str, threading.Event] | None = None
         self.api_key = api_key
         #: Requests with this key (``Bearer``) are answered an injected 429 (``injected_retry_after_s``), as by an
         #: account over its limit; those with another key are answered as usual.
@@ -488,6 +491,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, fake: FakeProvider, action: str, data: Any) -> None:
         if fake.hold is not None:
             fake.hold.wait(120)
+        if action == "fault" and fake.hold_fault is not None and data == fake.hold_fault[0]:
+            fake.hold_fault[1].wait(120)
         if fake.latency_s:
             time.sleep(fake.latency_s)
         if action == "ok":

@@ -4,6 +4,11 @@ and the variable the key was read from (never the key); every item of every judg
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +16,11 @@ import pytest
 
 from orchestrator import evaluate, resume
 from orchestrator.api import IncompleteRunWarning
+from orchestrator.runner import connect, submit, wait
+from orchestrator.suite import load_suite
 
 from ..fakes import FakeProvider
+from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -140,3 +148,51 @@ def test_a_refused_key_stops_only_the_judge_that_reads_it(
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir() if p.is_file())
     logged = "".join(p.read_text(errors="replace") for p in (home / "logs").rglob("*") if p.is_file())
     assert "JUDGE_KEY_BAD" in written and WRONG not in written + incomplete + logged
+
+
+def test_items_the_breakers_count_stopped_before_a_refused_keys_401_came_back_are_that_keys_errors_and_resumed(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """A real judge worker of two threads, a task per item: q0's call is held at the provider, q1's is answered 500,
+    which opens the breaker on its count (breaker_failures 1), and every later item is stopped with the count's
+    reason; then q0's call comes back 401 invalid_api_key. Every item but q1 (its own 500) records the refused key's
+    error, naming the variable to check, none "stopped"; a resume (the key accepted again) judges every item. Seen
+    failing before: the items stopped before the 401 came back stayed stopped with "circuit breaker open after 1
+    consecutive failed judge calls" (10 of 12 stopped)."""
+    n = 12
+    faults = {0: " [[fault=401:1]]", 1: " [[fault=500:1]]"}
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "reference": "r", "answer": f"a{i} {REPLY}{faults.get(i, '')}"}
+            for i in range(n)]  # fmt: skip
+    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    params = {"concurrency": 1, "attempts": 1, "breaker_failures": 1}
+    suite = {"metrics": [{"name": "rubric_judge", "params": params}], "chunk_size": {"judge": 1}, "judge": judge}
+    fake.hold_fault = ("401", held := threading.Event())
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "judge", tmp_path / "w", concurrency=2).start()
+    try:
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(suite), store)
+        # every item but q0 stored (scored, its error, or stopped) before q0's 401 comes back
+        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= 2 * (n - 1), 120), store.progress(sub.run_id)
+        held.set()
+        first = wait(store, sub.run_id, timeout_s=300)
+        errors = {raw.meta["id"]: raw.metrics["rubric_judge"].get("error") for raw in store.iter_raw_items(sub.run_id)}
+        cmd = [sys.executable, "-m", "orchestrator.cli", "resume", sub.run_id, "--broker", redis_server.url,
+               "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
+                              env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "o")})  # fmt: skip
+    finally:
+        held.set()
+        worker.stop()
+
+    reason = first.judge["breaker"]
+    assert reason.startswith("the groq judge's key was refused (groq HTTP 401: Invalid API Key") and reason.endswith(
+        "check GROQ_API_KEY"
+    ), reason
+    assert errors.pop("q1", "").startswith("groq HTTP 500"), errors
+    assert errors == {f"q{i}": reason for i in range(n) if i != 1}, errors
+    rubric = first.metrics["rubric_judge"]
+    assert (rubric.n, rubric.errors, rubric.unscorable, rubric.stopped) == (0, n, 0, 0), rubric
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert "breaker" not in resumed["judge"]
+    assert (resumed["metrics"]["rubric_judge"]["n"], resumed["metrics"]["rubric_judge"]["errors"]) == (n, 0), resumed
