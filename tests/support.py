@@ -294,6 +294,14 @@ def short_limit_worker(broker_url: str, queue: str, home: Path, soft_s: int, con
     return worker.start()
 
 
+def resume_in_cluster(run_id: str, broker_url: str, out: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """``ragscore resume RUN_ID --broker URL --out OUT --quiet`` (its RAGSCORE_HOME ``home``), run to its end."""
+    cmd = [sys.executable, "-m", "orchestrator.cli", "resume", run_id, "--broker", broker_url, "--out", str(out),
+           "--quiet"]  # fmt: skip
+    env = {**os.environ, "RAGSCORE_HOME": str(home)}
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+
+
 def ragscore_worker(
     tmp_path: Path, server: RedisProcess, queue: str, *options: str, path: str | None = None
 ) -> tuple[subprocess.Popen[str], list[str]]:

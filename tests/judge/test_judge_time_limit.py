@@ -5,9 +5,6 @@ judges them again, paying no call twice (the reply cache)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -28,7 +25,7 @@ from ragscore_workers.scoring import score_rows
 from ragscore_workers.store import RunState
 
 from ..fakes import FakeProvider
-from ..support import ROOT, RedisProcess, short_limit_worker, until, write_jsonl
+from ..support import RedisProcess, resume_in_cluster, short_limit_worker, until, write_jsonl
 from .conftest import judge_suite
 
 #: Items of the one chunk: two judge calls each, one at a time, a second a call: far more than its soft limit lets it.
@@ -65,10 +62,7 @@ def test_a_judge_chunk_past_its_soft_time_limit_stops_there_and_a_resume_judges_
         # the call in flight at the cut ends in the worker's thread, its reply cached, before the resume asks again
         assert until(lambda: fake.in_flight == 0, 30)
         fake.latency_s = 0.0  # the judge is quick again: the resume's chunk ends well within its limit
-        cmd = [sys.executable, "-m", "orchestrator.cli", "resume", sub.run_id, "--broker", redis_server.url,
-               "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
-                              env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "o")})  # fmt: skip
+        done = resume_in_cluster(sub.run_id, redis_server.url, tmp_path / "out", tmp_path / "o")
     finally:
         worker.stop()
 

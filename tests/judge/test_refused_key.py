@@ -5,9 +5,6 @@ and the variable the key was read from (never the key); every item of every judg
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,7 @@ from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 
 from ..fakes import FakeProvider
-from ..support import ROOT, RedisProcess, WorkerProcess, until, write_jsonl
+from ..support import RedisProcess, WorkerProcess, resume_in_cluster, until, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -176,10 +173,7 @@ def test_items_the_breakers_count_stopped_before_a_refused_keys_401_came_back_ar
         held.set()
         first = wait(store, sub.run_id, timeout_s=300)
         errors = {raw.meta["id"]: raw.metrics["rubric_judge"].get("error") for raw in store.iter_raw_items(sub.run_id)}
-        cmd = [sys.executable, "-m", "orchestrator.cli", "resume", sub.run_id, "--broker", redis_server.url,
-               "--out", str(tmp_path / "out"), "--quiet"]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300,
-                              env={**os.environ, "RAGSCORE_HOME": str(tmp_path / "o")})  # fmt: skip
+        done = resume_in_cluster(sub.run_id, redis_server.url, tmp_path / "out", tmp_path / "o")
     finally:
         held.set()
         worker.stop()
