@@ -354,14 +354,22 @@ def replaced_stops(fields: dict[str, Any]) -> dict[str, str]:
     """Per breaker reason of the count of failures in a row that a run stopper (a refused key, a model the provider
     lacks) replaced after it opened, the run stopper's reason, from the run's judge hash ``fields``: the items the
     count's reason stopped meanwhile (before the refused call came back, or on another worker within the second it
-    reads the breaker) are the run stopper's errors, as every later item is."""
+    reads the breaker) are the run stopper's errors, as every later item is. A stored item names only its reason, not
+    its judge: a count's reason that another judge's breaker holds too (still open on its own count: two keys at one
+    failing provider), or that two run stoppers replaced, is left out, its items left ``stopped`` (a resume judges them
+    again), never made the error of a key they did not read."""
     replaced: dict[str, str] = {}
+    ambiguous = {str(v) for k, v in fields.items() if k == "breaker" or k.startswith(BREAKER_PREFIX)}
     for name, old in fields.items():
         if name == "replaced_breaker":
-            replaced[str(old)] = str(fields.get("breaker", old))
+            now = fields.get("breaker", old)
         elif name.startswith(REPLACED_PREFIX):
-            replaced[str(old)] = str(fields.get(BREAKER_PREFIX + name.removeprefix(REPLACED_PREFIX), old))
-    return replaced
+            now = fields.get(BREAKER_PREFIX + name.removeprefix(REPLACED_PREFIX), old)
+        else:
+            continue
+        if replaced.setdefault(str(old), str(now)) != str(now):
+            ambiguous.add(str(old))
+    return {old: now for old, now in replaced.items() if old not in ambiguous}
 
 
 def as_run_stopper_errors(metrics: dict[str, dict[str, Any]], replaced: dict[str, str]) -> dict[str, MetricResult]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragscore_workers.providers.run_state import RunJudgeState, breaker_summary
+from ragscore_workers.providers.run_state import RunJudgeState, breaker_summary, replaced_stops
 from ragscore_workers.schemas import MetricResult, Row
 from ragscore_workers.store import RUNS_INDEX, RunStore, errors_of, eviction_problem, redis_client, work_began
 
@@ -582,6 +582,24 @@ def test_a_judge_limiter_left_by_a_rotated_key_does_not_name_the_runs_one(store:
     assert not [k for k in store.progress(run) if k.startswith("judge_wait_of:")], store.progress(run)
     _judge_waits(store, run, ("groq:m:b", other))
     assert store.progress(run).get(f"judge_wait_of:{other}") == 1, store.progress(run)
+
+
+def test_a_count_reason_another_judges_breaker_holds_too_is_not_made_a_refused_keys_error(store: RunStore) -> None:
+    """Two judges (keys A and B) at one failing provider: each breaker opens on its count with the same reason (the
+    same 500), then A's key is refused. A stored item names only its reason, so the items B's count stopped read the
+    same as A's: none is made A's refused key's error (they stay stopped, a resume judges them again). With B's
+    breaker closed, A's count reason is A's alone: its items are A's errors. Seen failing before: the count's reason
+    mapped to A's refused key whatever B's breaker held."""
+    run = "t-replaced-stops"
+    store.create_run(run, {"state": "running"})
+    a, b = (RunJudgeState(store.r, run, ttl_s=60, scope=f"groq:m:{k}") for k in "ab")
+    a.record_failure(1, "groq HTTP 500")
+    refused = "the groq judge's key was refused: check JUDGE_KEY_A"
+    count = str(store.counters(run, "judge")["breaker:groq:m:a"])
+    a.record_failure(1, "groq HTTP 401", reason=refused)
+    assert replaced_stops(store.counters(run, "judge")) == {count: refused}
+    b.record_failure(1, "groq HTTP 500")
+    assert replaced_stops(store.counters(run, "judge")) == {}
 
 
 def test_touch_and_settle_keep_the_judge_limiters_as_long_as_the_run(store: RunStore) -> None:
