@@ -127,6 +127,16 @@ class ResolvedSuite:
             out.setdefault(m.queue_for(row, p).value, []).append(m.name)
         return out
 
+    def message_fields(self, names: Iterable[str]) -> frozenset[str] | None:
+        """The row fields that the named metrics read (:attr:`MetricDef.reads`), all a task message scoring them
+        carries besides those every message does (:meth:`Row.to_message`); None, the whole row, where one of them
+        does not say what it reads."""
+        wanted = set(names)
+        reads = [m.reads for m, _ in self.scoring if m.name in wanted]
+        if len(reads) < len(wanted) or any(fields is None for fields in reads):  # a metric unknown here: keep all
+            return None
+        return frozenset(field for fields in reads if fields is not None for field in fields)
+
     def outputs(self, queue: str | None = None) -> list[str]:
         return [o for m, p in self.metrics if queue is None or m.queue.value == queue for o in m.outputs(p)]
 
@@ -529,8 +539,9 @@ def plan_shard(
     for (queue, wanted), group in sorted(groups.items()):
         units[queue] = units.get(queue, 0) + len(group) * sum(outputs_per_metric[n] for n in wanted)
         size = chunk_size(resolved, queue)
+        fields = resolved.message_fields(wanted)
         for start in range(0, len(group), size):
-            payload = [r.to_message() for r in group[start : start + size]]
+            payload = [r.to_message(fields) for r in group[start : start + size]]
             header.append(_sig(f"ragscore.score.{queue}", run_id, suite_json, list(wanted), payload, generation))
     if not header:
         return None

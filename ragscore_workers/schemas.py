@@ -120,6 +120,12 @@ def _coerce_id(value: Any) -> Any:
 KEY_SEPARATOR = "::"
 #: The row fields that name an item (its key, the summary's breakdowns): stored as the item's ``_meta``.
 ITEM_META_FIELDS = ("id", "system", "group", "question_type")
+#: The row fields a scoring task message carries whatever its metrics read (:meth:`Row.to_message`): those that name
+#: the item (``ITEM_META_FIELDS``), ``question`` (the item's ``question_sha``) and ``metadata`` (where an older version
+#: marked a target's failure); with every ``ragscore:`` mark (:data:`ROW_MARK_PREFIX`), which workers read.
+MESSAGE_FIELDS = frozenset({*ITEM_META_FIELDS, "question", "metadata"})
+#: The prefix of the fields ragscore itself marks a row with (``ragscore:no_retrieval``, ``ragscore:target_error``).
+ROW_MARK_PREFIX = "ragscore:"
 
 
 def question_fingerprint(question: str | None) -> str | None:
@@ -395,13 +401,18 @@ class Row(BaseModel):
         """Unique key of the item: its id, or ``system::id`` when several systems answered (see :func:`split_key`)."""
         return item_key(self.system, self.id)
 
-    def to_message(self) -> dict[str, Any]:
+    def to_message(self, fields: frozenset[str] | None = None) -> dict[str, Any]:
         """JSON-ready form for a task message (no nulls, so messages stay small). A Ragas column the row did not
-        take (its field was given, even as null) is left out: read again, it would fill the dropped null."""
+        take (its field was given, even as null) is left out: read again, it would fill the dropped null.
+        ``fields``: the only fields its metrics read (:meth:`ResolvedSuite.message_fields`), kept with those every
+        message carries (:data:`MESSAGE_FIELDS`, the ``ragscore:`` marks); None keeps every field."""
         message = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": self.id}
         for name in RAGAS_NAMES.keys() & (self.model_extra or {}).keys():
             message.pop(name, None)  # a null one is not in the dump
-        return message
+        if fields is None:
+            return message
+        return {name: value for name, value in message.items()
+                if name in fields or name in MESSAGE_FIELDS or name.startswith(ROW_MARK_PREFIX)}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- suite

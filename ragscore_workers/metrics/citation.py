@@ -47,7 +47,8 @@ def prf(gold: set[str], predicted: set[str]) -> tuple[float, float, float]:
 
 
 @register("citation", Queue.CPU, outputs=lambda params: list(CITATION_OUTPUTS),
-          needs=("gold_evidence_sentences", "evidence_sentences"))  # fmt: skip
+          needs=("gold_evidence_sentences", "evidence_sentences"),
+          reads=("contexts", "retrieved_doc_ids"))  # fmt: skip  # no_evidence: Row.sourceless
 def citation(row: Row, params: NoParams) -> dict[str, MetricResult]:
     """Citation precision, recall and F1 of predicted sentence IDs against the gold evidence IDs."""
     gold = id_set(row.gold_evidence_sentences or [])

@@ -370,21 +370,22 @@ def score_answer_hallucination(row: Row, vectors: Vectors, params: Hallucination
     )
 
 
-@register("context_relevance", Queue.EMBED, kind="batch", needs=("question", "contexts"))
+@register("context_relevance", Queue.EMBED, kind="batch", needs=("question", "contexts"), reads=())
 def context_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
     """Mean cosine of the question with each retrieved context (a row without contexts is unscorable)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_context_relevance(row, vectors) for row in rows]
 
 
-@register("context_sufficiency", Queue.EMBED, params=SufficiencyParams, kind="batch", needs=("question", "contexts"))
+@register("context_sufficiency", Queue.EMBED, params=SufficiencyParams, kind="batch", needs=("question", "contexts"),
+          reads=())  # fmt: skip
 def context_sufficiency(rows: list[Row], params: SufficiencyParams, ctx: RunContext) -> list[MetricResult]:
     """Fraction of contexts whose cosine with the question is >= threshold (a row without contexts is unscorable)."""
     vectors = chunk_vectors(rows, ctx)
     return [score_context_sufficiency(row, vectors, params) for row in rows]
 
 
-@register("answer_relevance", Queue.EMBED, kind="batch", needs=("answer", "reference"))
+@register("answer_relevance", Queue.EMBED, kind="batch", needs=("answer", "reference"), reads=())
 def answer_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
     """Cosine of the answer with the reference, as Auto-Analyst defines it (equals answer_correctness); not Ragas's
     answer_relevancy, which rates the answer against the question."""
@@ -392,14 +393,15 @@ def answer_relevance(rows: list[Row], params: NoParams, ctx: RunContext) -> list
     return [score_answer_similarity(row, vectors) for row in rows]
 
 
-@register("answer_correctness", Queue.EMBED, kind="batch", needs=("answer", "reference"))
+@register("answer_correctness", Queue.EMBED, kind="batch", needs=("answer", "reference"), reads=())
 def answer_correctness(rows: list[Row], params: NoParams, ctx: RunContext) -> list[MetricResult]:
     """Cosine of the answer with the reference."""
     vectors = chunk_vectors(rows, ctx)
     return [score_answer_similarity(row, vectors) for row in rows]
 
 
-@register("answer_hallucination", Queue.EMBED, params=HallucinationParams, kind="batch", needs=("answer", "contexts"))
+@register("answer_hallucination", Queue.EMBED, params=HallucinationParams, kind="batch", needs=("answer", "contexts"),
+          reads=())  # fmt: skip
 def answer_hallucination(rows: list[Row], params: HallucinationParams, ctx: RunContext) -> list[MetricResult]:
     """Fraction of answer sentences whose best context cosine is < threshold (lower is better)."""
     vectors = chunk_vectors(rows, ctx)

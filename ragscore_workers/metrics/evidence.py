@@ -152,7 +152,8 @@ def _document(row: Row, params: EvidenceParams) -> tuple[dict[str, str] | None, 
     return found, f"corpus:{gold_doc}" if found else f"no sentences in corpus for {gold_doc}"
 
 
-@register("evidence_overlap", Queue.CPU, params=EvidenceParams, needs=("gold_evidence_sentences", "evidence_sentences"))
+@register("evidence_overlap", Queue.CPU, params=EvidenceParams, needs=("gold_evidence_sentences", "evidence_sentences"),
+          reads=("sentences", "gold_doc_id", "contexts", "retrieved_doc_ids"))  # fmt: skip  # _document, no_evidence
 def evidence_overlap(row: Row, params: EvidenceParams) -> MetricResult:
     """Share of the gold evidence's words that the predicted evidence sentences contain."""
     if row.gold_evidence_sentences is None:

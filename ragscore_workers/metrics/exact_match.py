@@ -21,7 +21,7 @@ def _as_written(text: str) -> str:
     return " ".join(strip_punctuation(folded).split()) or folded.strip()
 
 
-@register("exact_match", Queue.CPU, needs=("answer", "reference"))
+@register("exact_match", Queue.CPU, needs=("answer", "reference"), reads=())
 def exact_match(row: Row, params: NoParams) -> MetricResult:
     """1.0 when the normalised answer equals the normalised reference, else 0.0.
 

@@ -408,21 +408,21 @@ def _dual_calls(templates: DualTemplates, prompts: DualPrompts) -> CallPlanner:
 
 
 @register("answer_accuracy", Queue.JUDGE, params=DualParams, kind="batch", needs=("question", "answer", "reference"),
-          plan_calls=_dual_calls(ANSWER_ACCURACY, _accuracy_prompts))  # fmt: skip
+          reads=(), plan_calls=_dual_calls(ANSWER_ACCURACY, _accuracy_prompts))  # fmt: skip
 def answer_accuracy(rows: list[Row], params: DualParams, ctx: RunContext) -> list[MetricResult]:
     """Dual-judge agreement of the answer with the reference (0/2/4 -> [0, 1])."""
     return _dual(rows, params, ctx, ANSWER_ACCURACY, _accuracy_prompts)
 
 
 @register("context_relevance_judge", Queue.JUDGE, params=DualParams, kind="batch", needs=("question", "contexts"),
-          plan_calls=_dual_calls(CONTEXT_RELEVANCE, _relevance_prompts))  # fmt: skip
+          reads=(), plan_calls=_dual_calls(CONTEXT_RELEVANCE, _relevance_prompts))  # fmt: skip
 def context_relevance_judge(rows: list[Row], params: DualParams, ctx: RunContext) -> list[MetricResult]:
     """Dual-judge relevance of the retrieved contexts to the question (0/1/2 -> [0, 1])."""
     return _dual(rows, params, ctx, CONTEXT_RELEVANCE, _relevance_prompts)
 
 
 @register("groundedness", Queue.JUDGE, params=DualParams, kind="batch", needs=("answer", "contexts"),
-          plan_calls=_dual_calls(GROUNDEDNESS, _groundedness_prompts))  # fmt: skip
+          reads=(), plan_calls=_dual_calls(GROUNDEDNESS, _groundedness_prompts))  # fmt: skip
 def groundedness(rows: list[Row], params: DualParams, ctx: RunContext) -> list[MetricResult]:
     """Dual-judge support of the answer by the retrieved contexts (0/1/2 -> [0, 1])."""
     return _dual(rows, params, ctx, GROUNDEDNESS, _groundedness_prompts)
@@ -494,6 +494,7 @@ def _rubric_calls(rows: list[Row], params: RubricParams, suite: Suite) -> list[P
     outputs=lambda p: ["rubric_judge", "rubric_judge_raw"],
     plan_calls=_rubric_calls,
     needs=("question", "answer", "reference"),
+    reads=("rubric",),
 )
 def rubric_judge(rows: list[Row], params: RubricParams, ctx: RunContext) -> list[RubricOutputs]:
     """Rubric LLM judge, 1-5 as JSON, normalised A/5 (document-grounded QA framework)."""

@@ -105,7 +105,8 @@ def _answer_issues(answer: str, question: str | None, params: QualityParams, *, 
     return issues
 
 
-@register("quality_checks", Queue.CPU, params=QualityParams, needs=("answer",))
+@register("quality_checks", Queue.CPU, params=QualityParams, needs=("answer",),
+          reads=("question", "contexts", "retrieved_doc_ids"))  # fmt: skip
 def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     """1.0 when the answer shows none of the heuristic issues, else 0.0; the issues are listed. By default an answer
     needs a [1]-style citation marker (else the issue no_citation): set the param citation_pattern to "" to drop that

@@ -148,6 +148,11 @@ class MetricDef:
     #: Row fields of which the metric needs one (code_test: ``code``, else a fenced code block in ``answer``): a row
     #: with none of them is unscorable, and a dataset in which no row has any is warned of as for ``needs``.
     needs_one_of: tuple[str, ...] = ()
+    #: Every row field the metric reads (those of the row properties it reads too: ``sourceless`` reads ``contexts``
+    #: and ``retrieved_doc_ids``); :func:`register` adds ``needs``, ``needs_one_of`` and ``scores_without``. Its task
+    #: messages carry only these, with those every message carries (:data:`~ragscore_workers.schemas.MESSAGE_FIELDS`).
+    #: None: the whole row (a plug-in that declares nothing).
+    reads: tuple[str, ...] | None = None
 
     @property
     def requirements(self) -> tuple[tuple[str, ...], ...]:
@@ -314,6 +319,7 @@ def register(
     scores_without: Sequence[str] = (),
     needs: Sequence[str] = (),
     needs_one_of: Sequence[str] = (),
+    reads: Sequence[str] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``fn`` as metric ``name`` on ``queue``."""
 
@@ -336,6 +342,7 @@ def register(
             scores_without=tuple(scores_without),
             needs=tuple(needs),
             needs_one_of=tuple(needs_one_of),
+            reads=None if reads is None else tuple(dict.fromkeys((*needs, *needs_one_of, *scores_without, *reads))),
         )
         return fn
 

@@ -68,7 +68,7 @@ def gold_rank(row: Row) -> tuple[set[str], list[str], int | None]:
 
 
 @register("recall_at_k", Queue.CPU, params=RecallParams, outputs=_outputs, needs=("gold_doc_id",),
-          scores_without=("retrieved_doc_ids",))  # fmt: skip
+          scores_without=("retrieved_doc_ids",), reads=())  # fmt: skip
 def recall_at_k(row: Row, params: RecallParams) -> dict[str, MetricResult]:
     """Recall@k of the gold document for each k, and MRR."""
     gold, retrieved, rank = gold_rank(row)

@@ -443,7 +443,8 @@ def _yes_no(expected: bool, row: Row, answer: str, params: TypedAnswerParams, ra
     return MetricResult(score=score, passed=score >= 1.0, details=details)
 
 
-@register("typed_answer", Queue.CPU, params=TypedAnswerParams, needs=("question_type", "answer", "expected"))
+@register("typed_answer", Queue.CPU, params=TypedAnswerParams, needs=("question_type", "answer", "expected"),
+          reads=("reference",))  # fmt: skip
 def typed_answer(row: Row, params: TypedAnswerParams) -> MetricResult:
     """Typed answer score by question type (Yes/No, List/Pick One/Many, Yes/No with Rationale)."""
     for field in ("question_type", "answer", "expected"):

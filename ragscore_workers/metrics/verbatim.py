@@ -44,7 +44,7 @@ def _check(citation: Citation, contexts: list[str]) -> dict[str, Any]:
     return out
 
 
-@register("verbatim", Queue.CPU, needs=("citations", "contexts"))
+@register("verbatim", Queue.CPU, needs=("citations", "contexts"), reads=("retrieved_doc_ids",))  # sourceless
 def verbatim(row: Row, params: NoParams) -> MetricResult:
     """Existence score: share of quoted citations found verbatim in the context they cite."""
     if row.sourceless:  # by design (an LLM alone's, or a retrieval that found nothing): no source to quote

@@ -1,0 +1,118 @@
+"""Scoring task messages carry only the row fields their metrics read (``MetricDef.reads``), on a real redis-server
+with real worker processes: the messages as Redis holds them, the scores against the same rows scored whole."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from orchestrator.api import evaluate
+from orchestrator.datasets.rows import iter_rows
+from orchestrator.runner import connect, submit
+from orchestrator.suite import load_suite
+from ragscore_workers.metrics.registry import RunContext
+from ragscore_workers.schemas import Row, item_key
+from ragscore_workers.scoring import score_rows
+
+from ..support import ROOT, RedisProcess, make_rows, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+NLP = ROOT / "tests" / "data" / "nlp-project"
+#: The train split with the recorded "rag" system's outputs: contexts, retrieved ids, evidence sentences, sentences.
+NLP_OPTIONS = {"predictions": str(NLP / "output" / "train_extension1_output.json"),
+               "corpus": str(NLP / "data" / "corpus")}  # fmt: skip
+NLP_QUESTIONS = NLP / "data" / "NLP Project Data" / "train_final_jsonl.txt"
+
+
+def _rich_rows(n: int) -> list[dict[str, Any]]:
+    """QA rows that also carry long contexts, evidence ids, metadata and an extra column."""
+    rows = make_rows(n, seed=5)
+    for row in rows:
+        row |= {"contexts": [f"A long passage about {row['id']}. " * 20], "evidence_sentences": ["S1"],
+                "metadata": {"source": "test"}, "extra_column": "kept only for whole rows"}  # fmt: skip
+    return rows
+
+
+def _scores_and_reasons(metrics: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """An items.jsonl item's ``metrics`` as ``{output: (score, unscorable reason)}``."""
+    return {name: (m["score"], m["details"].get("reason")) for name, m in metrics.items()}
+
+
+def _queued_rows(url: str, queue: str) -> list[dict[str, Any]]:
+    """The rows of every task message waiting on ``queue`` (Celery's Redis transport: a list of JSON envelopes whose
+    base64 body is ``[args, kwargs, embed]``; a scoring task's args are run id, suite, metric names, rows)."""
+    client = redis.Redis.from_url(url)
+    rows: list[dict[str, Any]] = []
+    for raw in client.lrange(queue, 0, -1):
+        args = json.loads(base64.b64decode(json.loads(raw)["body"]))[0]
+        rows += args[3]
+    return rows
+
+
+def test_each_queues_task_messages_carry_only_the_fields_its_metrics_read(tmp_path: Path) -> None:
+    """Every queue got the whole row (``Row.to_message``): the cpu queue's token metrics the contexts only embedding
+    metrics read, the embed queue the answers and references. Submitted with no worker, the messages wait in Redis."""
+    dataset = write_jsonl(tmp_path / "d.jsonl", _rich_rows(40))
+    suite = {"name": "fields", "metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 5]}},
+                                           "context_relevance"]}  # fmt: skip
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        submit(dataset, load_suite(suite), connect(server.url, sends=True), broker=server.url)
+        cpu, embed = _queued_rows(server.url, "cpu"), _queued_rows(server.url, "embed")
+    finally:
+        server.stop()
+    assert len(cpu) == len(embed) == 40
+    kept = {"id", "question", "group", "question_type", "metadata"}  # the item's names and meta: in every message
+    assert {field for row in cpu for field in row} == kept | {"answer", "reference", "retrieved_doc_ids", "gold_doc_id"}
+    assert {field for row in embed for field in row} == kept | {"contexts"}
+
+
+def test_an_undeclared_plugin_metric_still_gets_the_whole_row(tmp_path: Path, home: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A plug-in written before ``reads`` (it declares nothing) reads what it likes of the row: its messages carry
+    every field, the columns no built-in metric reads too."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.row_fields")
+    rows = _rich_rows(6)
+    result = evaluate(rows, {"metrics": ["row_fields"]}, out=tmp_path / "out", quiet=True)
+    assert result.summary.metrics["row_fields"].n == 6
+    with (tmp_path / "out" / "items.jsonl").open(encoding="utf-8") as fh:
+        received = [json.loads(line)["metrics"]["row_fields"]["details"]["fields"] for line in fh]
+    assert received == [sorted(Row.model_validate(row).to_message()) for row in rows]
+    assert all("contexts" in fields and "extra_column" in fields for fields in received)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "fmt", "options", "metrics"),
+    [
+        (NLP_QUESTIONS, "nlp-project", NLP_OPTIONS,
+         [{"name": "recall_at_k", "params": {"k": [1, 5]}}, "citation", "evidence_overlap", "quality_checks",
+          "exact_match"]),
+        (ROOT / "examples" / "socioscope" / "corpus.json", None, None,
+         ["typed_answer", "verbatim", "quality_checks", "context_relevance"]),
+    ],
+    ids=["nlp-project", "socioscope"],
+)  # fmt: skip
+def test_scores_of_trimmed_messages_equal_those_of_whole_rows_on_real_data(
+    dataset: Path, fmt: str | None, options: dict[str, str] | None, metrics: list[Any], tmp_path: Path, home: Path
+) -> None:
+    """Real datasets (the NLP project's train split with its "rag" system's outputs; the Socioscope example's
+    transcripts, contexts and quotes), scored through real workers from trimmed messages, score as their whole rows
+    do in this process, each unscorable item for the same reason: a field a metric reads but does not declare would
+    change one."""
+    suite = {"name": "real", "metrics": metrics}
+    evaluate(dataset, suite, fmt=fmt, fmt_options=options, out=tmp_path / "out", quiet=True)
+    resolved = load_suite(suite)
+    rows = [row for _, row in iter_rows(dataset, fmt, options) if isinstance(row, Row)]
+    whole = score_rows(rows, resolved.scoring, RunContext(run_id="whole", suite=resolved.suite))
+    expected = {row.key: {name: (pytest.approx(r.score), r.details.get("reason")) for name, r in scores.items()}
+                for row, scores in zip(rows, whole, strict=True)}  # fmt: skip
+    with (tmp_path / "out" / "items.jsonl").open(encoding="utf-8") as fh:
+        items = [json.loads(line) for line in fh]
+    got = {item_key(item["system"], item["id"]): _scores_and_reasons(item["metrics"]) for item in items}
+    assert len(rows) > 0 and got == expected
