@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from .answers import NO_RETRIEVAL
+from .answers import LEGACY_TARGET_ERROR, NO_RETRIEVAL
 from .counts import close_names, did_you_mean, noun, noun_names
 from .redaction import credential_name, query_secret_names, secret_query_param, url_password_spans, userinfo_span
 
@@ -122,7 +122,8 @@ KEY_SEPARATOR = "::"
 ITEM_META_FIELDS = ("id", "system", "group", "question_type")
 #: The row fields a scoring task message carries whatever its metrics read (:meth:`Row.to_message`): those that name
 #: the item (``ITEM_META_FIELDS``), ``question`` (the item's ``question_sha``) and ``metadata`` (where an older version
-#: marked a target's failure); with every ``ragscore:`` mark (:data:`ROW_MARK_PREFIX`), which workers read.
+#: marked a target's failure, with ``answer`` where it holds that mark); with every ``ragscore:`` mark
+#: (:data:`ROW_MARK_PREFIX`), which workers read.
 MESSAGE_FIELDS = frozenset({*ITEM_META_FIELDS, "question", "metadata"})
 #: The prefix of the fields ragscore itself marks a row with (``ragscore:no_retrieval``, ``ragscore:target_error``).
 ROW_MARK_PREFIX = "ragscore:"
@@ -411,8 +412,10 @@ class Row(BaseModel):
             message.pop(name, None)  # a null one is not in the dump
         if fields is None:
             return message
-        return {name: value for name, value in message.items()
-                if name in fields or name in MESSAGE_FIELDS or name.startswith(ROW_MARK_PREFIX)}  # fmt: skip
+        kept = fields | MESSAGE_FIELDS
+        if LEGACY_TARGET_ERROR in self.metadata:  # an older version's mark holds only where there is no answer
+            kept |= {"answer"}  # (answers.unanswered_why): without it, a worker would fail the answered row
+        return {name: value for name, value in message.items() if name in kept or name.startswith(ROW_MARK_PREFIX)}
 
 
 # --------------------------------------------------------------------------- suite

@@ -15,6 +15,7 @@ from orchestrator.api import evaluate
 from orchestrator.datasets.rows import iter_rows
 from orchestrator.runner import connect, submit
 from orchestrator.suite import load_suite
+from ragscore_workers.answers import LEGACY_TARGET_ERROR
 from ragscore_workers.metrics.registry import RunContext
 from ragscore_workers.schemas import Row, item_key
 from ragscore_workers.scoring import score_rows
@@ -116,3 +117,17 @@ def test_scores_of_trimmed_messages_equal_those_of_whole_rows_on_real_data(
         items = [json.loads(line) for line in fh]
     got = {item_key(item["system"], item["id"]): _scores_and_reasons(item["metrics"]) for item in items}
     assert len(rows) > 0 and got == expected
+
+
+def test_an_answered_row_with_an_older_versions_target_error_in_its_metadata_is_scored_on_every_queue(
+    tmp_path: Path, home: Path
+) -> None:
+    """An older version marked a target's failure in ``metadata`` (``target_error``), read only where the row has no
+    answer: a worker tells it from the row's ``answer``, so a message for metrics that do not read the answer
+    (recall_at_k) carries it all the same, else the answered row is failed as unanswered."""
+    rows = make_rows(6, seed=2)
+    for row in rows:
+        row |= {"gold_doc_id": row["retrieved_doc_ids"][0], "metadata": {LEGACY_TARGET_ERROR: "timeout, retried"}}
+    result = evaluate(rows, {"metrics": [{"name": "recall_at_k", "params": {"k": [1]}}]}, out=tmp_path / "out",
+                      quiet=True)  # fmt: skip
+    assert result.summary.metrics["recall_at_1"].n == 6 and result.summary.metrics["recall_at_1"].mean == 1.0
