@@ -2,15 +2,16 @@
 it encodes a chunk's texts (``ragscore status``, the live progress: ``embed: loading all-MiniLM-L6-v2 on cpu (12 s)``,
 ``embed: encoding 1,234 texts (20 s)``, not "no progress"), cheaply and never for ever.
 
-The note is one field of the run's ``loading`` hash per worker thread (``{host}:{pid}:{thread}``), whose value says the
-queue and what it does, when that began and until when the note holds (both on the store's clock, ms). A beat every
-``LOAD_BEAT_S`` pushes that end ``LOAD_TTL_S`` on while it lasts; the field goes when it ends, however it ends. A worker
-killed mid-load leaves a field whose end passes within ``LOAD_TTL_S``: the readers
+The note is one field of the run's ``loading`` hash per block of a worker thread (``{host}:{pid}:{thread}:{block}``),
+whose value says the queue and what it does, when that began and until when the note holds (both on the store's clock,
+ms). A beat every ``LOAD_BEAT_S`` pushes that end ``LOAD_TTL_S`` on while it lasts; the field goes when it ends, however
+it ends. A worker killed mid-load leaves a field whose end passes within ``LOAD_TTL_S``: the readers
 (:func:`ragscore_workers.store.RunStore.progress`) drop it, and the key's own TTL takes it away.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -46,12 +47,32 @@ def _store_ms(client: Any) -> int:
 @contextmanager
 def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[Retell]:
     """Note, for ``run_id``, that this thread does ``doing`` (``loading all-MiniLM-L6-v2 on cpu``) to serve ``queue``
-    while the block runs (beats from a thread). The block gets a :data:`~ragscore_workers.embedding.Retell`: what it
-    tells it (``encoding 2,048 texts: 512 done``) replaces the note, written by the beat thread at most every
-    :data:`RETELL_S` (the block never waits on Redis for it). A Redis error costs only the note: never the work."""
+    while the block runs. The block gets a :data:`~ragscore_workers.embedding.Retell`: what it tells it (``encoding
+    2,048 texts: 512 done``) replaces the note. A thread of the block's own writes the note, beats it, rewrites it at
+    most every :data:`RETELL_S` and clears it when the block ends: the block never waits on Redis (a Redis that does
+    not answer would hold a chunk's encoding for the client's timeout), and a Redis error costs only the note."""
     key = RunStore.key(run_id, LOADING_PART)
-    field = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+    # A field per block: a clear that a hung Redis delays never takes away the next block's note of this thread.
+    field = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{next(_BLOCKS)}"
     said = _Said(doing)
+    writer = threading.Thread(
+        target=_write_notes, args=(client, run_id, queue, key, field, said), name="worker-note-beat", daemon=True
+    )
+    writer.start()
+    try:
+        yield said.retell
+    finally:
+        said.end()  # the writer clears the note: not waited for
+
+
+#: Numbers :func:`noting`'s blocks in this process (each its own field of the run's ``loading`` hash).
+_BLOCKS = itertools.count()
+
+
+def _write_notes(client: Any, run_id: str, queue: str, key: str, field: str, said: _Said) -> None:
+    """The writer of a :func:`noting` block's note (``field`` of the hash ``key``): written at once, beaten and
+    retold while the block lasts (:meth:`_Said.next_write`), then cleared. A first write that fails gives up the
+    note; a later one is tried again at the next beat."""
 
     def note(since_ms: int) -> None:
         until_ms = _store_ms(client) + round(LOAD_TTL_S * 1000)
@@ -60,34 +81,21 @@ def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[Retell]
         pipe.pexpire(key, round(LOAD_TTL_S * 1000))
         pipe.execute()
 
-    def beat(since_ms: int) -> None:
-        while said.next_write():
-            try:
-                note(since_ms)
-            except redis.RedisError as exc:
-                log.debug("could not note %r for run %s: %s", said.doing, run_id, exc)
-
-    since_ms: int | None = None
     try:
         since_ms = _store_ms(client)
         note(since_ms)
     except redis.RedisError as exc:
-        log.warning("could not note %r for run %s: %s", doing, run_id, exc)
-        since_ms = None
-    if since_ms is None:  # done outside the handler: an error of the work is its own, not chained to Redis's
-        yield said.retell
+        log.warning("could not note %r for run %s: %s", said.doing, run_id, exc)
         return
-    beating = threading.Thread(target=beat, args=(since_ms,), name="worker-note-beat", daemon=True)
-    beating.start()
-    try:
-        yield said.retell
-    finally:
-        said.end()
-        beating.join()
+    while said.next_write():
         try:
-            client.hdel(key, field)
-        except redis.RedisError as exc:  # the note's end passes within LOAD_TTL_S all the same
-            log.debug("could not clear the note of run %s: %s", run_id, exc)
+            note(since_ms)
+        except redis.RedisError as exc:
+            log.debug("could not note %r for run %s: %s", said.doing, run_id, exc)
+    try:
+        client.hdel(key, field)
+    except redis.RedisError as exc:  # the note's end passes within LOAD_TTL_S all the same
+        log.debug("could not clear the note of run %s: %s", run_id, exc)
 
 
 class _Said:

@@ -41,8 +41,8 @@ after their last write; its summary gives every one ``run_ttl_s`` (``RAGSCORE_RU
                           answer of that generation is not stored after (:meth:`RunStore.mark_answers_scored`)
 ``unwritten:{q}``  hash    ``{item key}|{output}`` -> 1: outputs of queue ``q`` (judge) a chunk in flight has scored
                           and not written yet; :meth:`RunStore.progress` counts them done, the chunk's write takes them
-``loading``        hash    ``{host}:{pid}:{thread}`` -> what a worker does for the run before its units are written
-                          (loads a model, encodes a chunk: :func:`loading_value`), while it does
+``loading``        hash    ``{host}:{pid}:{thread}:{block}`` -> what a worker does for the run before its units are
+                          written (loads a model, encodes a chunk: :func:`loading_value`), while it does
                           (:mod:`ragscore_workers.model_loading`); unlike the others, it expires ``LOAD_TTL_S``
                           (30 s) after its last beat and is not one of the keys the summary settles
 =================  ======  ==========================================================================

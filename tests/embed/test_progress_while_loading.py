@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -23,7 +24,7 @@ from orchestrator.progress import PlainProgress
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers import model_loading
-from ragscore_workers.store import RunState
+from ragscore_workers.store import RunState, redis_client
 
 from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, next_line, status_text, until, write_jsonl
 
@@ -133,7 +134,8 @@ def test_the_note_of_a_worker_killed_mid_load_expires(redis_server: RedisProcess
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert loader.stdout is not None and next_line(loader.stdout, 180) == "loading\n"
-        assert store.progress(run_id).get("load_of:embed:loading big-model on cuda:0") == 1
+        # written by the block's writer thread, soon after the block began
+        assert until(lambda: store.progress(run_id).get("load_of:embed:loading big-model on cuda:0") == 1, 60)
         # beaten on past three of its TTLs: still said
         assert until(lambda: store.progress(run_id).get("load_ms:embed", 0) > 6_000, 120), store.progress(run_id)
     finally:
@@ -151,6 +153,43 @@ def test_a_load_that_fails_while_redis_is_down_raises_its_own_error_not_one_chai
             with model_loading.noting(client, "r1", "embed", "loading big-model on cpu"):
                 raise ValueError("no such model")
     assert raised.value.__context__ is None, repr(raised.value.__context__)
+
+
+#: Generous bound on a noted block that does nothing but retell its note (a worker's client waits out a hung Redis for a
+#: minute a try: ``RAGSCORE_WORKER_STORE_TIMEOUT_S``).
+BLOCK_S = 30
+
+
+@pytest.mark.parametrize("stopped", ["before the block", "during the block"])
+def test_a_noted_block_never_waits_on_a_redis_that_does_not_answer(tmp_path: Path, stopped: str) -> None:
+    """A chunk's encoding waited for a hung Redis (SIGSTOP: connections open, nothing answers): the note's first write,
+    the wait for its beat thread's write and its clearing ran on the block's thread, each for the client's timeout and
+    retries (minutes). The note is best-effort: the block ends while the Redis is still hung."""
+    server = RedisProcess(tmp_path / "redis").start()
+    client = redis_client(server.url)  # a worker's client: its timeout, its retries
+    store, run_id = connect(server.url), f"r{uuid.uuid4().hex[:8]}"
+    ended = threading.Event()
+    hung = threading.Event()
+
+    def block() -> None:
+        with model_loading.noting(client, run_id, "embed", "encoding 2,000 texts") as retell:
+            hung.wait()
+            retell("encoding 2,000 texts: 512 done")
+        ended.set()
+
+    assert server.proc is not None
+    try:
+        if stopped == "before the block":
+            server.proc.send_signal(signal.SIGSTOP)
+        threading.Thread(target=block, daemon=True).start()
+        if stopped == "during the block":
+            assert until(lambda: "load_ms:embed" in store.progress(run_id), 60), store.progress(run_id)
+            server.proc.send_signal(signal.SIGSTOP)
+        hung.set()
+        assert ended.wait(BLOCK_S), f"the block waited on the hung Redis ({stopped})"
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.stop()
 
 
 class _Stamped(io.StringIO):
