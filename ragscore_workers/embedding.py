@@ -383,7 +383,10 @@ class Encoder:
     def encode_stepped(self, texts: Sequence[str], batch_size: int, told: Callable[[int], None]) -> np.ndarray:
         """:meth:`encode`'s rows, in steps of :func:`encode_step` texts, ``told`` how many are done after each: the
         texts are sorted longest first as one ``encode`` call sorts them (sentence-transformers' ``-len`` of each),
-        so the model sees the batches one call would (as little padding), and the rows are put back in order."""
+        so the model sees the batches one call would (as little padding), and the rows are put back in order. The model
+        loads first: its own vector length sizes the rows (an encoder opened from a cache note has the note's till then,
+        which may be another model's)."""
+        self.loaded()
         order = length_order(texts)
         step = encode_step(batch_size)
         out = np.empty((len(texts), self.dim), dtype=np.float32)

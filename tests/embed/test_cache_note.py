@@ -130,6 +130,37 @@ def test_a_note_with_another_vector_length_falls_back_to_the_model_and_its_cache
     assert json.loads(store.r.get(NOTE))["dim"] == 384
 
 
+#: One fresh process: the default model's encoder opened from the cache note on argv[1]'s Redis (not loaded), then
+#: argv[2] (JSON texts) encoded in steps straight away: the rows' shape and the counts it was told.
+STEPPED_PROCESS = """
+import json, sys
+from ragscore_workers.embedding import get_encoder
+from ragscore_workers.schemas import EmbeddingConfig
+from ragscore_workers.store import redis_client
+texts = json.loads(sys.argv[2])
+encoder = get_encoder(EmbeddingConfig(), None, redis_client(sys.argv[1]))
+unloaded = encoder.model is None
+told = []
+rows = encoder.encode_stepped(texts, 32, told.append)
+print(json.dumps({"unloaded": unloaded, "shape": list(rows.shape), "told": told, "vectors": rows.tolist()}))
+"""
+
+
+def test_an_encoder_opened_from_a_note_of_another_vector_length_encodes_in_steps_at_the_models_length(
+    store: RunStore, redis_server: RedisProcess
+) -> None:
+    """``Encoder.encode_stepped`` sized its rows by the note's vector length before the model loaded: a note of another
+    length (512) gave rows the model's 384 could not be put in (a broadcast error), where the model's own are right."""
+    texts, cold = _filled(store, redis_server, "note-dim-stepped")
+    store.r.set(NOTE, json.dumps(json.loads(store.r.get(NOTE)) | {"dim": 512}))
+    args = [sys.executable, "-c", STEPPED_PROCESS, redis_server.url, json.dumps(texts)]
+    ran = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    got = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert got["unloaded"] and got["shape"] == [5, 384] and got["told"] == [5], got["shape"]
+    assert np.allclose(got["vectors"], cold["vectors"], atol=1e-5)
+
+
 #: One fresh process: embed each of argv[3:] in a call of its own with argv[2]'s model and the cache on argv[1]'s
 #: Redis; what it told its ``noting`` hook and the errors it raised.
 TWO_CALLS = """
