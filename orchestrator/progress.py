@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import sys
 import threading
 import time
@@ -79,10 +78,11 @@ class ProgressView(Protocol):
     ``errors``, ``unscorable``, ``done:{queue}``/``total:{queue}``, ``judge_calls`` once the judge was called, and
     once a worker took a task of the run's attempt ``work_ms`` and ``before:{counter}``, while its judge (target) calls
     wait at the rate limiter ``judge_wait_*`` (``target_wait_*``: :func:`wait_note`), while a worker loads its model
-    or encodes for the run ``load_ms:{queue}`` and ``load_of:{queue}:{doing}`` (:func:`load_note`), a cancelled run's
-    ``worked:{queue}`` (what its workers did: :func:`scored_of`; its ``unscorable`` counts no stopped output); a view
-    reads the keys it knows, as later versions may add some). A view may also have ``note(text)``, told what happens
-    before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
+    or encodes for the run ``load_ms:{queue}`` and ``load_of:{queue}:{doing}`` (:func:`load_note`) and of the chunks
+    it encodes ``load_chunks:{queue}``, ``load_texts:{queue}``, ``load_encoded:{queue}`` (:func:`chunk_counts`), a
+    cancelled run's ``worked:{queue}`` (what its workers did: :func:`scored_of`; its ``unscorable`` counts no stopped
+    output); a view reads the keys it knows, as later versions may add some). A view may also have ``note(text)``,
+    told what happens before and after scoring (reading and sending a large dataset, aggregating, writing reports), and
     ``queued(text)``, told while no worker has begun the run's attempt that other runs' messages wait ahead of it
     (``queued: 12,345 messages of other runs ahead on queue cpu``; "" once that is over), shown as the idle note
     would be, in its place (no ETA; the rich bar's note line under the bar): a run queued behind another run is
@@ -278,20 +278,19 @@ def _tallies(counters: dict[str, int]) -> str:
     return f"{tallies} {chunk}" if chunk else tallies
 
 
-#: A worker's note of a chunk's encoding under way, with how many of its texts are done (``encoding 2,048 texts: 512
-#: done``: :func:`ragscore_workers.embedding._encode_missing`).
-_ENCODING_DONE = re.compile(r"encoding ([\d,]+) texts?: ([\d,]+) done")
-
-
 def chunk_counts(counters: dict[str, int]) -> str:
-    """``embed chunk 512/2,048 texts encoded``: how far each queue's worker (of the notes :func:`load_note` reads) is
-    through the texts of the chunk it encodes, shown beside the tallies always, so that it stays once the queue's
-    units began and the note is hidden (it would hide the ETA: :func:`unbegun_load_note`; before then both say the
-    count); ``""`` for none."""
+    """``embed chunk 512/2,048 texts encoded``, ``embed 2 chunks: 1,024/4,000 texts encoded``: how far each queue's
+    workers are through the texts of the chunks they encode, summed over them (``load_chunks:{queue}``,
+    ``load_texts:{queue}``, ``load_encoded:{queue}``: :meth:`RunStore.progress`), shown beside the tallies always, so
+    that it stays once the queue's units began and the note is hidden (it would hide the ETA: :func:`unbegun_load_note`;
+    the note itself says no count); ``""`` for none."""
     counts = []
-    for queue in _loads(counters):
-        if found := _ENCODING_DONE.fullmatch(_doing(counters, queue)):
-            counts.append(f"{queue} chunk {found[2]}/{found[1]} texts encoded")
+    for key, chunks in counters.items():
+        if key.startswith("load_chunks:") and chunks > 0:
+            queue = key[len("load_chunks:") :]
+            texts, encoded = counters.get(f"load_texts:{queue}", 0), counters.get(f"load_encoded:{queue}", 0)
+            which = "chunk" if chunks == 1 else f"{chunks:,} chunks:"
+            counts.append(f"{queue} {which} {encoded:,}/{texts:,} texts encoded")
     return "; ".join(counts)
 
 

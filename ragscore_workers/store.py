@@ -666,11 +666,17 @@ def loading_value(queue: str, doing: str, since_ms: int, until_ms: int) -> str:
     return "\t".join((queue, doing.replace("\t", " "), str(since_ms), str(until_ms)))
 
 
+#: A worker's note of a chunk's encoding (:func:`ragscore_workers.embedding._encode_missing`): ``encoding 2,048
+#: texts``, then ``encoding 2,048 texts: 512 done`` as its steps end.
+_ENCODING_NOTE = re.compile(r"(encoding ([\d,]+) texts?)(?:: ([\d,]+) done)?")
+
+
 def _loads(values: Iterable[str], now_ms: int) -> dict[str, int]:
     """The progress counters of what the run's workers do before their units are written (the :data:`LOADING_PART`
     hash's values): ``load_ms:{queue}``, ms since the longest of the queue's notes began, and
-    ``load_of:{queue}:{doing}`` (1) saying it. A note whose time passed (its worker died) or that cannot be read is
-    left out."""
+    ``load_of:{queue}:{doing}`` (1) saying it, a count of texts done left out (``encoding 2,048 texts``); of the
+    queue's chunks encoding (:func:`_chunk_counters`), how many, their texts and those encoded so far. A note whose
+    time passed (its worker died) or that cannot be read is left out."""
     out: dict[str, int] = {}
     for value in values:
         try:
@@ -678,11 +684,27 @@ def _loads(values: Iterable[str], now_ms: int) -> dict[str, int]:
             since_ms, until_ms = int(since), int(until)
         except ValueError:
             continue
-        if until_ms <= now_ms or now_ms - since_ms <= out.get(f"load_ms:{queue}", -1):
+        if until_ms <= now_ms:
+            continue
+        for name, count in _chunk_counters(queue, doing).items():
+            out[name] = out.get(name, 0) + count
+        if now_ms - since_ms <= out.get(f"load_ms:{queue}", -1):
             continue
         out = {k: v for k, v in out.items() if not k.startswith(f"load_of:{queue}:")}
-        out |= {f"load_ms:{queue}": max(0, now_ms - since_ms), f"load_of:{queue}:{doing}": 1}
+        encoding = _ENCODING_NOTE.fullmatch(doing)
+        said = doing if encoding is None else encoding[1]  # its count is the queue's sum's (_chunk_counters)
+        out |= {f"load_ms:{queue}": max(0, now_ms - since_ms), f"load_of:{queue}:{said}": 1}
     return out
+
+
+def _chunk_counters(queue: str, doing: str) -> dict[str, int]:
+    """A note of a chunk's encoding as counters to sum over the queue's workers: ``load_chunks:{queue}`` (1),
+    ``load_texts:{queue}`` (its texts) and ``load_encoded:{queue}`` (those encoded so far); none for another note."""
+    found = _ENCODING_NOTE.fullmatch(doing)
+    if found is None:
+        return {}
+    texts, encoded = int(found[2].replace(",", "")), int((found[3] or "0").replace(",", ""))
+    return {f"load_chunks:{queue}": 1, f"load_texts:{queue}": texts, f"load_encoded:{queue}": encoded}
 
 
 #: The ``progress`` counters' part of no queue: derived outputs (``combined``), computed at the run's aggregation.

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import orchestrator.progress as progress
-from orchestrator.progress import PlainProgress
+from orchestrator.progress import PlainProgress, chunk_counts
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers import model_loading
@@ -111,6 +111,47 @@ def test_the_bar_and_status_count_a_big_chunks_texts_encoded_before_the_chunk_en
     finally:
         worker.stop()
     assert summary.state == RunState.FINISHED and summary.metrics["answer_correctness"].errors == 0
+
+
+@pytest.mark.integration
+def test_two_workers_chunks_encoding_at_once_are_counted_together_and_once(
+    tmp_path: Path, redis_server: RedisProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two embed workers (two threads' real notes, real Redis) encode a chunk of 2,000 texts each: the bar and
+    ``ragscore status`` said one of them (``embed chunk 512/2,000 texts encoded``) and said it twice while the note
+    showed (``embed: encoding 2,000 texts: 512 done (1 s)`` as well). They say the sum over both, once."""
+    monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(model_loading, "RETELL_S", 0.05)  # each retelling written soon: the test waits less
+    store = connect(redis_server.url)
+    suite = {"name": "two", "metrics": ["answer_correctness"], "embedding": {"device": "cpu", "cache": False}}
+    run_id = submit(write_jsonl(tmp_path / "d.jsonl", ROWS[:10]), load_suite(suite), store).run_id  # no worker takes it
+    client = redis_client(redis_server.url)
+    told, release = threading.Barrier(3), threading.Event()
+
+    def worker(done: int) -> None:
+        with model_loading.noting(client, run_id, "embed", "encoding 2,000 texts") as retell:
+            retell(f"encoding 2,000 texts: {done:,} done")
+            told.wait(60)
+            release.wait(300)  # till the test ends
+
+    threads = [threading.Thread(target=worker, args=(done,), daemon=True) for done in (512, 768)]
+    for thread in threads:
+        thread.start()
+    try:
+        told.wait(60)
+        summed = "embed 2 chunks: 1,280/4,000 texts encoded"
+        assert until(lambda: chunk_counts(store.progress(run_id)) == summed, 30), chunk_counts(store.progress(run_id))
+        out = io.StringIO()
+        view = PlainProgress(out)
+        view.start(run_id)
+        view.update(store.progress(run_id))
+        for said in (out.getvalue().splitlines()[-1], status_text(store, run_id)):
+            assert summed in said and said.count("512") + said.count("768") == 0, said
+            assert "embed: encoding 2,000 texts (" in said, said  # the note, its count not said again
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(60)
 
 
 #: A process that notes a load of run argv[2] on the store argv[1] (its note's TTL 2 s, a beat each 0.2 s), says

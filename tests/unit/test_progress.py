@@ -738,7 +738,8 @@ def test_a_later_chunks_texts_encoded_so_far_are_counted_beside_the_tallies_and_
     """Once the embed queue's units began its note is off the line (it would hide the ETA), and the bar sat still
     through each big chunk, then jumped: the count of the chunk's texts encoded so far is said beside the tallies."""
     counters = {"done": 0, "total": 1000, "total:embed": 1000, "work_ms": 1000, "before:done": 0}
-    stepping = {"load_ms:embed": 4000, "load_of:embed:encoding 2,048 texts: 512 done": 1}
+    stepping = {"load_ms:embed": 4000, "load_of:embed:encoding 2,048 texts": 1, "load_chunks:embed": 1,
+                "load_texts:embed": 2048, "load_encoded:embed": 512}  # fmt: skip
     out = io.StringIO()
     view = PlainProgress(out)
     view.start("r1")
