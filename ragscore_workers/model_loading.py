@@ -25,7 +25,7 @@ import redis
 from .embedding import Noting, Retell
 from .store import LOADING_PART, RunStore, loading_value
 
-__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "RETELL_S", "noting", "noting_loads"]
+__all__ = ["LOAD_BEAT_S", "LOAD_TTL_S", "MAX_NOTE_WRITERS", "RETELL_S", "noting", "noting_loads"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,10 @@ LOAD_BEAT_S = 10.0
 #: Fewest seconds between two writes of a note its block retells (an encoding's count of texts done): at most two a
 #: second per worker thread.
 RETELL_S = 0.5
+#: Most note writers one process keeps (:func:`noting`): each waits out a Redis that does not answer for the client's
+#: timeout and retries (minutes), so a worker encoding short chunks through an outage would start one per chunk, each
+#: holding a connection of the store's pool (the worker's own writes wait for one). Past this, a block goes un-noted.
+MAX_NOTE_WRITERS = 32
 
 
 def _store_ms(client: Any) -> int:
@@ -55,10 +59,18 @@ def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[Retell]
     # A field per block: a clear that a hung Redis delays never takes away the next block's note of this thread.
     field = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{next(_BLOCKS)}"
     said = _Said(doing)
+    if not _WRITERS.acquire(blocking=False):  # earlier blocks' writers still wait on the store: the note is best-effort
+        log.debug("not noting %r for run %s: %d note writers wait on the store", doing, run_id, MAX_NOTE_WRITERS)
+        yield said.retell
+        return
     writer = threading.Thread(
         target=_write_notes, args=(client, run_id, queue, key, field, said), name="worker-note-beat", daemon=True
     )
-    writer.start()
+    try:
+        writer.start()
+    except BaseException:
+        _WRITERS.release()
+        raise
     try:
         yield said.retell
     finally:
@@ -67,12 +79,22 @@ def noting(client: Any, run_id: str, queue: str, doing: str) -> Iterator[Retell]
 
 #: Numbers :func:`noting`'s blocks in this process (each its own field of the run's ``loading`` hash).
 _BLOCKS = itertools.count()
+#: The note writers this process may start yet (:data:`MAX_NOTE_WRITERS`): each gives its place back as it ends.
+_WRITERS = threading.BoundedSemaphore(MAX_NOTE_WRITERS)
 
 
 def _write_notes(client: Any, run_id: str, queue: str, key: str, field: str, said: _Said) -> None:
     """The writer of a :func:`noting` block's note (``field`` of the hash ``key``): written at once, beaten and
     retold while the block lasts (:meth:`_Said.next_write`), then cleared. A first write that fails gives up the
     note; a later one is tried again at the next beat."""
+    try:
+        _note_till_the_end(client, run_id, queue, key, field, said)
+    finally:
+        _WRITERS.release()
+
+
+def _note_till_the_end(client: Any, run_id: str, queue: str, key: str, field: str, said: _Said) -> None:
+    """:func:`_write_notes`' work, in the writer thread: the note written, beaten, retold, then cleared."""
 
     def note(since_ms: int) -> None:
         until_ms = _store_ms(client) + round(LOAD_TTL_S * 1000)

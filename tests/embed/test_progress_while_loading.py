@@ -24,7 +24,7 @@ from orchestrator.progress import PlainProgress, chunk_counts
 from orchestrator.runner import connect, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers import model_loading
-from ragscore_workers.store import RunState, redis_client
+from ragscore_workers.store import LOADING_PART, RunState, RunStore, redis_client
 
 from ..support import ROOT, RedisProcess, WorkerProcess, closed_port, next_line, status_text, until, write_jsonl
 
@@ -258,6 +258,44 @@ def test_a_noted_block_never_waits_on_a_redis_that_does_not_answer(tmp_path: Pat
         assert ended.wait(BLOCK_S), f"the block waited on the hung Redis ({stopped})"
     finally:
         server.proc.send_signal(signal.SIGCONT)
+        try:  # its writer ends once the Redis answers: none left to hold a later test's place
+            assert until(lambda: _writers() == 0, 120), _writers()
+        finally:
+            server.stop()
+
+
+def _writers() -> int:
+    """The note writer threads alive in this process (:func:`ragscore_workers.model_loading.noting`)."""
+    return sum(thread.name == "worker-note-beat" for thread in threading.enumerate())
+
+
+def test_a_worker_encoding_many_chunks_through_a_hung_redis_keeps_a_bounded_number_of_note_writers(
+    tmp_path: Path,
+) -> None:
+    """Each block's writer waits out a hung Redis (SIGSTOP) for the client's timeout and retries: a worker encoding
+    short chunks through the outage started one per chunk, each holding a connection of the store's pool. At most
+    ``MAX_NOTE_WRITERS`` live; once the Redis answers again, every one ends."""
+    server = RedisProcess(tmp_path / "redis").start()
+    client = redis_client(server.url)  # a worker's client: its timeout, its retries
+    run_id = f"r{uuid.uuid4().hex[:8]}"
+    assert server.proc is not None and _writers() == 0
+    most = 0
+    try:
+        server.proc.send_signal(signal.SIGSTOP)
+        for _ in range(2 * model_loading.MAX_NOTE_WRITERS + 1):
+            with model_loading.noting(client, run_id, "embed", "encoding 16 texts") as retell:
+                retell("encoding 16 texts: 8 done")
+            most = max(most, _writers())
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+    try:
+        assert most == model_loading.MAX_NOTE_WRITERS, most
+        assert until(lambda: _writers() == 0, 120), _writers()
+        # each cleared its own note after its late write: none left behind
+        key = RunStore.key(run_id, LOADING_PART)
+        assert until(lambda: not client.hgetall(key), 30), client.hgetall(key)
+    finally:
+        client.close()
         server.stop()
 
 
