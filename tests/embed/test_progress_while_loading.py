@@ -84,32 +84,40 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 def _record_counts(url: str, written: list[str], stop: threading.Event) -> None:
     """Every count of the chunk's texts done that a worker writes in its note, as Redis runs the writes (MONITOR: none
-    missed between two polls of the views), until ``stop``."""
+    missed between two polls of the views), until ``stop`` or the Redis stops (the test's own: MONITOR slows and sees
+    every client of the server)."""
     client = redis.Redis.from_url(url, decode_responses=True)
-    with client.monitor() as monitor:
-        for command in monitor.listen():
-            if stop.is_set():
-                return
-            if command["command"].upper().startswith("HSET") and (found := NOTE_DONE.search(command["command"])):
-                written.append(found[1])
+    try:
+        with client.monitor() as monitor:
+            for command in monitor.listen():
+                if stop.is_set():
+                    return
+                if command["command"].upper().startswith("HSET") and (found := NOTE_DONE.search(command["command"])):
+                    written.append(found[1])
+    except redis.ConnectionError:  # the test's Redis stopped
+        return
+    finally:
+        client.close()
 
 
 @pytest.mark.integration
 def test_the_bar_and_status_count_a_big_chunks_texts_encoded_before_the_chunk_ends(
-    tmp_path: Path, redis_server: RedisProcess, home: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One chunk of 2,000 texts: the worker's note counts them as it encodes, more than one count short of the whole
     (it sat still, then jumped), and the bar's line and ``ragscore status`` say a count short of the whole before the
     chunk's first item is scored. The worker's writes are recorded as Redis runs them, not polled: on a fast host
     the views' polls caught fewer counts than it wrote (two were asked of them)."""
     monkeypatch.setattr(progress, "PLAIN_INTERVAL_S", 0.0)  # a plain line at every poll: none missed
+    redis_server = RedisProcess(tmp_path / "redis").start()  # its own: MONITOR sees only this test's commands
     store = connect(redis_server.url)
     worker = WorkerProcess(redis_server.url, "embed", home, concurrency=1)
     worker.env |= ONE_THREAD
     worker.start()
     written: list[str] = []
     stop = threading.Event()
-    threading.Thread(target=_record_counts, args=(redis_server.url, written, stop), daemon=True).start()
+    recorder = threading.Thread(target=_record_counts, args=(redis_server.url, written, stop), daemon=True)
+    recorder.start()
     out = io.StringIO()
     view = PlainProgress(out)
     seen: dict[str, set[int]] = {"line": set(), "status": set()}
@@ -135,6 +143,9 @@ def test_the_bar_and_status_count_a_big_chunks_texts_encoded_before_the_chunk_en
     finally:
         stop.set()
         worker.stop()
+        redis_server.stop()  # ends the recorder's MONITOR
+        recorder.join(60)
+    assert not recorder.is_alive()
     counts = {int(count.replace(",", "")) for count in written}
     assert len({n for n in counts if n < whole}) >= 2, written
     assert all({n for n in shown if n < whole} for shown in seen.values()), (seen, written)
