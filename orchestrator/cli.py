@@ -798,6 +798,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_thread
         estimate.embed.measured = rate
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
     print_estimate(estimate, resolved.suite, mode=mode, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
+    _print_whole_run(estimate, resolved.suite, embedded=not cluster, judge_threads=threads)
     if judge_threads is not None and not cluster and not estimate.units.get("judge"):
         print_warning(judge_threads_unused())  # as the run warns
     code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them
@@ -832,6 +833,18 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_thread
         )
         err.print(f"--dry-run exits {code}, as the run would: {why} (said above)", soft_wrap=True)
         raise typer.Exit(code)
+
+
+def _print_whole_run(estimate, suite, *, embedded: bool, judge_threads: int | None) -> None:
+    """The dry run's last line: the whole run's time, what bounds it, and how sure that is (:mod:`.run_time`)."""
+    from .estimate import host_load
+    from .run_time import whole_run, whole_run_line
+    from .terminal import TerminalConsole
+
+    run = whole_run(estimate, suite, embedded=embedded, load=host_load())
+    rounds = estimate.local_rounds(judge_threads) if judge_threads is not None else None
+    line = whole_run_line(run, local_rounds=rounds)
+    TerminalConsole().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:

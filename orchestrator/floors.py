@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ragscore_workers.schemas import Pace, paced_per_second
+from ragscore_workers.counts import thousands
+from ragscore_workers.schemas import JudgeConfig, Pace, TargetConfig, paced_per_second
 
 __all__ = [
     "QUEUE_FLOORS",
@@ -18,6 +19,7 @@ __all__ = [
     "in_flight_rounds",
     "judge_floor_s",
     "least_seconds",
+    "limit_said",
     "pace_minutes",
     "target_floor_s",
     "window_minutes",
@@ -28,6 +30,13 @@ def window_minutes(amount: int, limit: int | None, period_min: int) -> float | N
     """The least minutes ``amount`` needs under ``limit`` a period of ``period_min`` minutes (``floor((N - 1) / limit)``
     periods after the first); None where there is no limit or one period holds it all."""
     return float((amount - 1) // limit * period_min) if limit and amount > limit else None
+
+
+def limit_said(config: JudgeConfig | TargetConfig, name: str) -> str:
+    """A rate limit of a judge or a target as its suite section writes it: ``rpm 600``, ``pace even at 10 a second``."""
+    if name == "pace":
+        return f"pace {config.pace} at {thousands(paced_per_second(config.rpm or 1))} a second"
+    return f"{name} {thousands(getattr(config, name))}"
 
 
 def pace_minutes(requests: int, rpm: int | None, pace: Pace) -> dict[str, float]:

@@ -19,13 +19,11 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import (
     UNFILLED_PREFIX,
     EmbeddingConfig,
-    JudgeConfig,
     MetricSummary,
     RetrievedSystems,
     RunSummary,
     Suite,
     TargetConfig,
-    paced_per_second,
     target_name,
     unpriced,
 )
@@ -33,6 +31,7 @@ from ragscore_workers.schemas import (
 from .. import gold_ids
 from ..encode_rates import MeasuredRate
 from ..estimate import ASSUMED_ENCODE_WORDS_PER_S, EmbedTally, Estimate
+from ..floors import limit_said
 from ..terminal import TerminalConsole, compare_command, resume_command
 from .live import fmt_duration, scored_text
 
@@ -653,14 +652,7 @@ def _assumed_limits(suite: Suite, minutes: dict[str, float]) -> str:
 def _judge_limit(suite: Suite, name: str) -> str:
     """A judge limit of :meth:`Estimate.judge_minutes` as the suite writes it: ``judge.rpm 600``, ``judge.pace even
     at 10 a second``."""
-    return f"judge.{_limit(suite.judge, name)}"
-
-
-def _limit(config: JudgeConfig | TargetConfig, name: str) -> str:
-    """A rate limit of a judge or a target as its suite section writes it: ``rpm 600``, ``pace even at 10 a second``."""
-    if name == "pace":
-        return f"pace {config.pace} at {thousands(paced_per_second(config.rpm or 1))} a second"
-    return f"{name} {thousands(getattr(config, name))}"
+    return f"judge.{limit_said(suite.judge, name)}"
 
 
 def embed_estimate(
@@ -778,7 +770,7 @@ def _target_limits(estimate: Estimate, target: TargetConfig) -> str:
         return ""
     minutes = estimate.target_minutes(target)
     limits = ", ".join(
-        _limit(target, k) + (f": {fmt_duration(minutes[k] * 60)}" if k in minutes else "") for k in names
+        limit_said(target, k) + (f": {fmt_duration(minutes[k] * 60)}" if k in minutes else "") for k in names
     )
     if not minutes:
         return f"; under its limits ({limits})"

@@ -313,3 +313,33 @@ def test_an_embedded_dry_run_adds_its_embed_workers_start_and_the_models_load(
     cluster = _dry_run_said(tmp_path, data, redis_server, home, suite)
     assert "worker's start" not in cluster and "local judge worker" not in cluster, cluster
     assert f"plus the model's load (about {EMBED_MODEL_LOAD_S:.0f} s) where a worker has not loaded it yet" in cluster
+
+
+def test_the_whole_run_is_its_slowest_part_and_longer_where_this_machine_is_busy(tmp_path: Path) -> None:
+    """The whole run's time is its slowest part's, with what comes before it (an embedded run's embed worker's start
+    and the model's load); where this machine is busy, the encode's busy time is its high end, and the judge's limits
+    beside it are named with their time. Seen failing before: the dry run gave no whole run's time at all."""
+    from orchestrator.estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S
+    from orchestrator.run_time import whole_run, whole_run_line
+
+    long = " ".join(["word"] * 1_000)  # 300 answers of 1,000 words: a minute at the assumed words/s
+    rows = [{**row, "id": f"{row['id']}-{n}", "answer": f"{long} {row['id']} {n}"} for n in range(50) for row in ROWS]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    resolved = load_suite({**SUITE, "metrics": ["answer_correctness", "exact_match", "answer_accuracy"],
+                           "judge": {"rpm": 590, "tpm": 10_000_000}})  # fmt: skip
+    estimate = estimate_run(data, resolved)
+    assert estimate.embed is not None and estimate.judge_total().paid == 600
+    before = EMBED_WORKER_START_S + EMBED_MODEL_LOAD_S
+    idle = whole_run(estimate, resolved.suite, embedded=True, load=(0.5, 2))
+    assert idle.slowest is not None and idle.slowest.name == "embed"
+    assert idle.slowest.seconds == pytest.approx(estimate.embed.estimated_s + before)
+    said = whole_run_line(idle)
+    took = fmt_duration(estimate.embed.estimated_s + before)
+    assert said.startswith(f"whole run: about {took}, bound by the embed queue: 306 texts to encode at the assumed "
+                           "rate with 1 embed worker"), said  # fmt: skip
+    assert "; beside it: judge 1m00s; not timed: the cpu queue's 300 outputs" in said, said  # 599 // 590 minutes
+    assert "busy" not in said, said  # load 0.5 on 2 cores: not busy
+    busy = whole_run(estimate, resolved.suite, embedded=True, load=(4.0, 2))
+    assert busy.high_s == pytest.approx(estimate.embed.busy_s(4.0, 2) + before)
+    high = fmt_duration(busy.high_s)
+    assert f"up to {high} where this machine stays as busy as now (load average 4.0 on 2 cores" in whole_run_line(busy)

@@ -1,0 +1,146 @@
+"""The dry run's estimate of a whole run's wall time, from the parts :mod:`.estimate` counts.
+
+The queues work side by side (each its own workers), so a run lasts about as long as its slowest part, plus what
+comes before that part's first unit: the judge's calls under its rate limits (a floor: no worker count sends them
+sooner; re-asks, retries and 429s only add), the embed queue's encode at its measured or assumed rate with the
+model's load before it, a target's calls under its ``rpm``. The cpu and code queues are not timed: their metrics are
+not run by a dry run. The range's high end is the slowest part where this machine is busy (the embed encode made
+slower as :meth:`~.estimate.EmbedTally.busy_s` says); where nothing makes it higher, the estimate has no range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragscore_workers.counts import counted, thousands
+from ragscore_workers.schemas import Suite
+
+from .estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S, Estimate
+from .floors import limit_said
+from .progress import fmt_duration
+
+__all__ = ["Part", "WholeRun", "whole_run", "whole_run_line"]
+
+#: Queues whose time a dry run does not estimate (their metrics are not run), said as such.
+UNTIMED_QUEUES = ("cpu", "code")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a run that takes its own time, side by side with the others."""
+
+    #: What the part is: ``judge``, ``embed``, ``target NAME``.
+    name: str
+    #: Its time, as estimated (a floor where :attr:`floor`).
+    seconds: float
+    #: Its time where this machine is busy (the embed workers run here): the estimate's high end.
+    busy_seconds: float
+    #: What sets it, said: ``judge.rpm 600 at 200,000 calls``.
+    bound: str
+    #: Whether it is a least time (a rate limit allows no sooner) rather than an estimate at a rate.
+    floor: bool
+
+
+@dataclass(frozen=True)
+class WholeRun:
+    """The parts of a run a dry run can time, and the queues with work it cannot."""
+
+    parts: tuple[Part, ...]
+    #: Queues with work whose time is not estimated (:data:`UNTIMED_QUEUES`), with their work units.
+    untimed: dict[str, int]
+    #: This machine's load average and cores, where read.
+    load: tuple[float, int] | None = None
+
+    @property
+    def slowest(self) -> Part | None:
+        """The part that bounds the run (None: no part is timed)."""
+        return max(self.parts, key=lambda part: part.seconds, default=None)
+
+    @property
+    def high_s(self) -> float:
+        """The run's time where this machine is busy: its slowest part then."""
+        return max((part.busy_seconds for part in self.parts), default=0.0)
+
+
+def whole_run(estimate: Estimate, suite: Suite, *, embedded: bool, load: tuple[float, int] | None = None) -> WholeRun:
+    """The timed parts of the run ``estimate`` counts: the judge's (where its limits reach), the embed queue's and each
+    target's; ``embedded``: the run starts its own embed worker; ``load``: this machine's load average and cores."""
+    parts = [*_judge_part(estimate, suite), *_embed_part(estimate, embedded, load), *_target_parts(estimate, suite)]
+    untimed = {queue: estimate.units[queue] for queue in UNTIMED_QUEUES if estimate.units.get(queue)}
+    return WholeRun(tuple(parts), untimed, load)
+
+
+def _judge_part(estimate: Estimate, suite: Suite) -> list[Part]:
+    """The judge calls' least time under the limit they reach the most (none where no limit is reached, or a call is
+    too large for ``tpm`` ever to send)."""
+    minutes = {} if estimate.too_large(suite) else estimate.judge_minutes(suite)
+    if not minutes:
+        return []
+    binding = max(minutes, key=lambda name: minutes[name])
+    paid = estimate.judge_total().paid
+    bound = f"judge.{limit_said(suite.judge, binding)} at {counted(paid, 'call')}"
+    return [Part("judge", minutes[binding] * 60, minutes[binding] * 60, bound, floor=True)]
+
+
+def _embed_part(estimate: Estimate, embedded: bool, load: tuple[float, int] | None) -> list[Part]:
+    """The encode of the texts not cached, with what comes before the first (an embedded run's worker start and the
+    model's load; a cluster's load, where a worker has not loaded the model yet)."""
+    tally = estimate.embed
+    if tally is None or not tally.to_encode:
+        return []
+    before = EMBED_MODEL_LOAD_S + (EMBED_WORKER_START_S if embedded else 0.0)
+    busy = tally.busy_s(*load) if embedded and load is not None and load[0] > load[1] else 0.0
+    seconds = tally.estimated_s + before
+    rate = "measured" if tally.measured is not None else "assumed"
+    workers = tally.measured.workers if tally.measured is not None else 1
+    bound = (f"{counted(tally.to_encode, 'text')} to encode at the {rate} rate with "
+             f"{counted(workers, 'embed worker')}, after about {before:.0f} s of start and model load")  # fmt: skip
+    return [Part("embed", seconds, max(seconds, busy + before), bound, floor=False)]
+
+
+def _target_parts(estimate: Estimate, suite: Suite) -> list[Part]:
+    """Each target's calls' least time under the limit of its they reach the most."""
+    parts = []
+    for target in suite.all_targets:
+        minutes = estimate.target_minutes(target)
+        if minutes:
+            calls = estimate.target_calls.get(target.name, 0)
+            binding = max(minutes, key=lambda name: minutes[name])
+            bound = f"its {limit_said(target, binding)} at {counted(calls, 'call')}"
+            seconds = max(minutes.values()) * 60
+            parts.append(Part(f"target {target.name}", seconds, seconds, bound, floor=True))
+    return parts
+
+
+def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
+    """The dry run's line of the whole run's time: the slowest part and what sets it, how much longer where this
+    machine stays busy, the other parts beside it, and the queues not timed. ``local_rounds``: an embedded run's judge
+    replies one after another (:meth:`~.estimate.Estimate.local_rounds`), which bind instead of the judge's limits where
+    a reply takes longer than the limits' time over them."""
+    slowest = run.slowest
+    untimed = _untimed(run.untimed)
+    if slowest is None:
+        return f"whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode){untimed}"
+    took = f"at least {fmt_duration(slowest.seconds)}" if slowest.floor else f"about {fmt_duration(slowest.seconds)}"
+    line = f"whole run: {took}, bound by the {slowest.name} queue: {slowest.bound}"
+    if slowest.floor:
+        line += " (a floor: re-asks, retries and 429s add to it)"
+    if run.high_s > slowest.seconds + 1 and run.load is not None:
+        load, cores = run.load
+        line += (f"; up to {fmt_duration(run.high_s)} where this machine stays as busy as now (load average "
+                 f"{load:.1f} on {counted(cores, 'core')}: the embed encode slowed as said above)")  # fmt: skip
+    if slowest.name == "judge" and local_rounds:
+        line += (f"; longer where a judge reply takes over {slowest.seconds / local_rounds:.1f} s, as the local judge "
+                 f"worker's threads send its calls in {thousands(local_rounds)} rounds one after another")  # fmt: skip
+    beside = [f"{part.name} {fmt_duration(part.seconds)}" for part in run.parts if part is not slowest]
+    if beside:
+        line += f"; beside it: {', '.join(beside)}"
+    return line + untimed
+
+
+def _untimed(units: dict[str, int]) -> str:
+    """What the whole-run line adds of the queues it does not time."""
+    if not units:
+        return ""
+    queues = " and ".join(f"the {queue} queue's {thousands(n)} outputs" for queue, n in units.items())
+    return f"; not timed: {queues} (a dry run does not run their metrics; they run beside the others)"
