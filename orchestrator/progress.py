@@ -441,6 +441,20 @@ class RecentRate:
         return sum(usual) / len(usual) if usual else 0.0
 
 
+def _eta_holds(counters: dict[str, int], note: str, behind: str) -> bool:
+    """Whether the ETA stands beside the view's ``note``: none, or a worker loading its model or encoding (the other
+    queues move meanwhile), not a stall nor a wait behind other runs (``behind``)."""
+    return not note or (not behind and loading(counters))
+
+
+def _unbegun_floor(paces: list[tuple[int, float]], least: float) -> tuple[float | None, bool]:
+    """The ETA of a run a queue of which has done none of its units yet (``paces``: each queue's units left and its
+    pace, some 0): the moving queues' time left, or the judge's (or a target's) ``least``, as a floor, since the
+    unbegun queue's time is not known; None where neither is (``ETA ?``)."""
+    floor = max([least, *(left / pace for left, pace in paces if pace > 0)])
+    return (floor, True) if floor > 0 else (None, False)
+
+
 class _Rate:
     """Units per second and ETA of the run's current attempt. The queues work side by side, so the ETA is the
     slowest queue's (its units left over its own rate): the run's units left over the summed rate made a fast cpu
@@ -519,8 +533,8 @@ class _Rate:
         else:
             paces = [(total - done, rate)]
         paces = [(left, pace) for left, pace in paces if left > 0]
-        if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet: no ETA to give
-            return rate, None, False
+        if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet (its model loading)
+            return rate, *_unbegun_floor(paces, eta_floor_s(counters))
         # never sooner than the judge's (or target's) rpm lets its calls left go (a first burst's pace is not the run's)
         guess, least = max((left / pace for left, pace in paces), default=0.0), eta_floor_s(counters)
         return rate, max(guess, least), least > guess
@@ -697,7 +711,8 @@ class RichProgress(_RatedView):
         note = self.behind or self.rate.idle_note(counters)
         self.bar.update(
             self.task, completed=done, total=total or None, rate=rate,
-            eta="-:--:--" if eta is None or note or stopped is not None else at_least(_clock(eta), floor),
+            eta="-:--:--" if eta is None or not _eta_holds(counters, note, self.behind) or stopped is not None
+            else at_least(_clock(eta), floor),
             tallies=_tallies(counters), note=note, work_s=_work_s(counters),
         )  # fmt: skip
 
@@ -748,7 +763,7 @@ class PlainProgress(_RatedView):
         pct = 100.0 * done / total if total else 0.0
         eta_text = at_least(f"{eta:.0f}s", floor) if eta is not None else "?"
         if note := self.behind or self.rate.idle_note(counters):
-            eta_text = f"? ({note})"
+            eta_text = f"{eta_text if _eta_holds(counters, note, self.behind) else '?'} ({note})"
         # a cancelled run's: what its workers scored, with nothing left to come (no ETA)
         outputs, ahead = ("outputs", f" ETA {eta_text}") if stopped is None else ("outputs scored", "")
         line = (
