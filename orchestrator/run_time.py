@@ -122,7 +122,8 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     if slowest is None:
         return f"whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode){untimed}"
     took = f"at least {fmt_duration(slowest.seconds)}" if slowest.floor else f"about {fmt_duration(slowest.seconds)}"
-    line = f"whole run: {took}, bound by the {slowest.name} queue: {slowest.bound}"
+    who = slowest.name if slowest.name.startswith("target ") else f"the {slowest.name} queue"
+    line = f"whole run: {took}, bound by {who}: {slowest.bound}"
     if slowest.floor:
         line += " (a floor: re-asks, retries and 429s add to it)"
     if run.high_s > slowest.seconds + 1 and run.load is not None:
