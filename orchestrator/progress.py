@@ -447,12 +447,12 @@ def _eta_holds(counters: dict[str, int], note: str, behind: str) -> bool:
     return not note or (not behind and loading(counters))
 
 
-def _unbegun_floor(paces: list[tuple[int, float]], least: float) -> tuple[float | None, bool]:
-    """The ETA of a run a queue of which has done none of its units yet (``paces``: each queue's units left and its
-    pace, some 0): the moving queues' time left, or the judge's (or a target's) ``least``, as a floor, since the
-    unbegun queue's time is not known; None where neither is (``ETA ?``)."""
-    floor = max([least, *(left / pace for left, pace in paces if pace > 0)])
-    return (floor, True) if floor > 0 else (None, False)
+def _unbegun_floor(least: float) -> tuple[float | None, bool]:
+    """The ETA of a run a queue of which has done none of its units yet: the judge's (or a target's) ``least`` under
+    its rate limit, as a floor, since the unbegun queue's time is not known; None where there is none (``ETA ?``). Not
+    the moving queues' time left at their rate: they may go faster (once a model's load frees the cores), so it is no
+    floor."""
+    return (least, True) if least > 0 else (None, False)
 
 
 class _Rate:
@@ -534,7 +534,7 @@ class _Rate:
             paces = [(total - done, rate)]
         paces = [(left, pace) for left, pace in paces if left > 0]
         if any(pace <= 0 for _, pace in paces):  # a queue with work left and none done yet (its model loading)
-            return rate, *_unbegun_floor(paces, eta_floor_s(counters))
+            return rate, *_unbegun_floor(eta_floor_s(counters))
         # never sooner than the judge's (or target's) rpm lets its calls left go (a first burst's pace is not the run's)
         guess, least = max((left / pace for left, pace in paces), default=0.0), eta_floor_s(counters)
         return rate, max(guess, least), least > guess
