@@ -39,6 +39,8 @@ class Part:
     bound: str
     #: Whether it is a least time (a rate limit allows no sooner) rather than an estimate at a rate.
     floor: bool
+    #: Whether its rate is assumed, not measured on this machine (the embed encode's before a run measured it).
+    assumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def _embed_part(estimate: Estimate, embedded: bool, load: tuple[float, int] | No
     workers = tally.measured.workers if tally.measured is not None else 1
     bound = (f"{counted(tally.to_encode, 'text')} to encode at the {rate} rate with "
              f"{counted(workers, 'embed worker')}, after about {before:.0f} s of start and model load")  # fmt: skip
-    return [Part("embed", seconds, max(seconds, busy + before), bound, floor=False)]
+    return [Part("embed", seconds, max(seconds, busy + before), bound, floor=False, assumed=tally.measured is None)]
 
 
 def _target_parts(estimate: Estimate, suite: Suite) -> list[Part]:
@@ -114,9 +116,9 @@ def _target_parts(estimate: Estimate, suite: Suite) -> list[Part]:
 
 def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     """The dry run's line of the whole run's time: the slowest part and what sets it, how much longer where this
-    machine stays busy, the other parts beside it, and the queues not timed. ``local_rounds``: an embedded run's judge
-    replies one after another (:meth:`~.estimate.Estimate.local_rounds`), which bind instead of the judge's limits where
-    a reply takes longer than the limits' time over them."""
+    machine stays busy, the other parts beside it, which part's rate is assumed, and the queues not timed.
+    ``local_rounds``: an embedded run's judge replies one after another (:meth:`~.estimate.Estimate.local_rounds`),
+    which bind instead of the judge's limits where a reply takes longer than the limits' time over them."""
     slowest = run.slowest
     untimed = _untimed(run.untimed)
     if slowest is None:
@@ -136,6 +138,10 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     beside = [f"{part.name} {fmt_duration(part.seconds)}" for part in run.parts if part is not slowest]
     if beside:
         line += f"; beside it: {', '.join(beside)}"
+    assumed = [part.name for part in run.parts if part.assumed]
+    if assumed:
+        line += (f"; the {' and '.join(assumed)} time rests on an assumed rate, not one measured on this machine (it "
+                 "can be many times longer): score a few hundred rows first for a measured one")  # fmt: skip
     return line + untimed
 
 
