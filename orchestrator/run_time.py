@@ -4,8 +4,10 @@ The queues work side by side (each its own workers), so a run lasts about as lon
 comes before that part's first unit: the judge's calls under its rate limits (a floor: no worker count sends them
 sooner; re-asks, retries and 429s only add), the embed queue's encode at its measured or assumed rate with the
 model's load before it, a target's calls under its ``rpm``. The cpu and code queues are not timed: their metrics are
-not run by a dry run. The range's high end is the slowest part where this machine is busy (the embed encode made
-slower as :meth:`~.estimate.EmbedTally.busy_s` says); where nothing makes it higher, the estimate has no range.
+not run by a dry run; nor are the judge's calls where none of its limits bounds them: their time is the provider's
+reply time, which a dry run cannot know. The range's high end is the slowest part where this machine is busy (the
+embed encode made slower as :meth:`~.estimate.EmbedTally.busy_s` says); where nothing makes it higher, the estimate
+has no range.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class WholeRun:
     untimed: dict[str, int]
     #: This machine's load average and cores, where read.
     load: tuple[float, int] | None = None
+    #: The judge's paid calls where none of its limits bounds them (it has no part): their time is the provider's
+    #: reply time, which a dry run cannot know.
+    unbound_judge_calls: int = 0
 
     @property
     def slowest(self) -> Part | None:
@@ -67,9 +72,12 @@ class WholeRun:
 def whole_run(estimate: Estimate, suite: Suite, *, embedded: bool, load: tuple[float, int] | None = None) -> WholeRun:
     """The timed parts of the run ``estimate`` counts: the judge's (where its limits reach), the embed queue's and each
     target's; ``embedded``: the run starts its own embed worker; ``load``: this machine's load average and cores."""
-    parts = [*_judge_part(estimate, suite), *_embed_part(estimate, embedded, load), *_target_parts(estimate, suite)]
+    judge = _judge_part(estimate, suite)
+    parts = [*judge, *_embed_part(estimate, embedded, load), *_target_parts(estimate, suite)]
     untimed = {queue: estimate.units[queue] for queue in UNTIMED_QUEUES if estimate.units.get(queue)}
-    return WholeRun(tuple(parts), untimed, load)
+    # a call too large for tpm is never sent (an error, said above): not calls that no limit bounds
+    unbound = 0 if judge or estimate.too_large(suite) else estimate.judge_total().paid
+    return WholeRun(tuple(parts), untimed, load, unbound)
 
 
 def _judge_part(estimate: Estimate, suite: Suite) -> list[Part]:
@@ -116,11 +124,12 @@ def _target_parts(estimate: Estimate, suite: Suite) -> list[Part]:
 
 def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     """The dry run's line of the whole run's time: the slowest part and what sets it, how much longer where this
-    machine stays busy, the other parts beside it, which part's rate is assumed, and the queues not timed.
-    ``local_rounds``: an embedded run's judge replies one after another (:meth:`~.estimate.Estimate.local_rounds`),
-    which bind instead of the judge's limits where a reply takes longer than the limits' time over them."""
+    machine stays busy, the other parts beside it, which part's rate is assumed, and what is not timed (the queues a
+    dry run does not run, the judge's calls no limit bounds). ``local_rounds``: an embedded run's judge replies one
+    after another (:meth:`~.estimate.Estimate.local_rounds`), which bind instead of the judge's limits where a reply
+    takes longer than the limits' time over them."""
     slowest = run.slowest
-    untimed = _untimed(run.untimed)
+    untimed = _untimed(run.untimed, run.unbound_judge_calls, local_rounds)
     if slowest is None:
         return f"whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode){untimed}"
     took = f"at least {fmt_duration(slowest.seconds)}" if slowest.floor else f"about {fmt_duration(slowest.seconds)}"
@@ -145,9 +154,19 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     return line + untimed
 
 
-def _untimed(units: dict[str, int]) -> str:
-    """What the whole-run line adds of the queues it does not time."""
-    if not units:
-        return ""
-    queues = " and ".join(f"the {queue} queue's {thousands(n)} outputs" for queue, n in units.items())
-    return f"; not timed: {queues} (a dry run does not run their metrics; they run beside the others)"
+def _untimed(units: dict[str, int], judge_calls: int, local_rounds: int | None) -> str:
+    """What the whole-run line adds of what it does not time: the judge's ``judge_calls`` that no limit bounds (sent
+    in ``local_rounds``, where an embedded run's local judge worker sends them in rounds) and the queues' ``units``."""
+    said = [_unbound_judge(judge_calls, local_rounds)] if judge_calls else []
+    if units:
+        queues = " and ".join(f"the {queue} queue's {thousands(n)} outputs" for queue, n in units.items())
+        said.append(f"{queues} (a dry run does not run their metrics; they run beside the others)")
+    return f"; not timed: {', '.join(said)}" if said else ""
+
+
+def _unbound_judge(calls: int, local_rounds: int | None) -> str:
+    """The judge's ``calls`` that no limit of its bounds, said as not timed: the provider's reply time is theirs."""
+    rounds = (f", as the local judge worker's threads send them in {thousands(local_rounds)} rounds one after another"
+              if local_rounds else "")  # fmt: skip
+    return (f"the judge's {thousands(calls)} calls (no judge limit bounds them: their time is the provider's reply "
+            f"time{rounds})")  # fmt: skip

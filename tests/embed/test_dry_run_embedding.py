@@ -347,3 +347,33 @@ def test_the_whole_run_is_its_slowest_part_and_longer_where_this_machine_is_busy
     assert busy.high_s == pytest.approx(estimate.embed.busy_s(4.0, 2) + before)
     high = fmt_duration(busy.high_s)
     assert f"up to {high} where this machine stays as busy as now (load average 4.0 on 2 cores" in whole_run_line(busy)
+
+
+def test_the_whole_run_says_the_judge_calls_no_limit_bounds_are_not_timed(tmp_path: Path) -> None:
+    """300 rows of answer_correctness and answer_accuracy at ``judge.rpm: 1000``: their 600 paid judge calls reach no
+    limit, so the judge had no part, and the line said "whole run: about 25 s, bound by the embed queue" and nothing
+    of them, while they go out in rounds at 1-2 s a reply. They are said not timed, with the local judge worker's
+    rounds, where the line times the run and where it times nothing. Seen failing before: no "the judge's 600 calls"
+    in the line."""
+    from orchestrator.run_time import whole_run, whole_run_line
+
+    rows = [{**row, "id": f"{row['id']}-{n}"} for n in range(50) for row in ROWS]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    judge = {"rpm": 1000, "tpm": 10_000_000}
+    resolved = load_suite({**SUITE, "metrics": ["answer_correctness", "answer_accuracy"], "judge": judge})
+    estimate = estimate_run(data, resolved)
+    assert estimate.judge_total().paid == 600 and not estimate.judge_minutes(resolved.suite)
+    rounds = estimate.local_rounds(32)
+    assert rounds is not None and rounds > 1
+    unbound = (f"; not timed: the judge's 600 calls (no judge limit bounds them: their time is the provider's "
+               f"reply time, as the local judge worker's threads send them in {rounds} rounds one after "
+               "another)")  # fmt: skip
+    said = whole_run_line(whole_run(estimate, resolved.suite, embedded=True, load=(0.5, 2)), local_rounds=rounds)
+    assert said.startswith("whole run: about ") and "bound by the embed queue" in said, said
+    assert said.endswith(unbound), said
+    judged = load_suite({**SUITE, "metrics": ["answer_accuracy", "exact_match"], "judge": judge})
+    alone = whole_run_line(whole_run(estimate_run(data, judged), judged.suite, embedded=False))  # a cluster: no rounds
+    assert alone == ("whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode); "
+                     "not timed: the judge's 600 calls (no judge limit bounds them: their time is the provider's reply "
+                     "time), the cpu queue's 300 outputs (a dry run does not run their metrics; they run beside the "
+                     "others)"), alone  # fmt: skip
