@@ -124,7 +124,7 @@ from .reports.files import (
     report_digests,
 )
 from .reports.live import resume_hint
-from .reports.previous import PREVIOUS, WRITTEN_AT, moved_reports, run_named
+from .reports.previous import PREVIOUS, WRITTEN_AT, lost_run, moved_reports, run_named
 from .reports.source import ANSWERS, iter_answers_file, iter_items_file
 from .spool import PlannedShard, ShardSpool
 from .suite import BUDGET_OPTIONS, QUEUE_ORDER, ResolvedSuite, load_suite, with_judge_limits, with_judge_params
@@ -1699,10 +1699,7 @@ def _refuse_a_lost_run(out_dir: Path, run_id: str) -> None:
     """ConfigError for ``--resume DIR`` of a run its Redis lost (``DIR/run.json`` says so): start it again."""
     lost = (recorded_run(out_dir) or {}).get("lost")
     if lost:
-        raise ConfigError(
-            f"{out_dir} names run {run_id}, which cannot be resumed: {lost}. Run it again with the same DATASET "
-            f"and --suite (--out {out_dir} is free for it)"
-        )
+        raise ConfigError(lost_run(out_dir, run_id, str(lost)))
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from ragscore_workers.commands import backticked
 
 from ..terminal import resume_command
 
-__all__ = ["PREVIOUS", "WRITTEN_AT", "moved_reports", "next_numbered", "run_named", "unwritten_reports"]
+__all__ = ["PREVIOUS", "WRITTEN_AT", "lost_run", "moved_reports", "next_numbered", "run_named", "unwritten_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +88,26 @@ def run_named(out_dir: Path) -> str | None:
 
 def unwritten_reports(out_dir: Path) -> str | None:
     """Where ``out_dir`` is the --out DIR of a run that has not written its reports (its run.json names a run, it has
-    no summary.json: interrupted, cut off), what to say: that run and the command that finishes it; else None."""
-    run_id = _recorded(out_dir / "run.json").get("run_id")
+    no summary.json: interrupted, cut off), what to say: that run and the command that finishes it, or where its
+    store lost it (run.json's ``lost``), that it must be run again (:func:`lost_run`); else None."""
+    recorded = _recorded(out_dir / "run.json")
+    run_id = recorded.get("run_id")
     if not isinstance(run_id, str) or (out_dir / "summary.json").exists():
         return None
+    if lost := recorded.get("lost"):
+        return lost_run(out_dir, run_id, str(lost))
     return (
         f"{out_dir} holds run {run_id}, which has not written its reports (interrupted?): finish it with "
         f"{backticked(resume_command(out_dir))}"
+    )
+
+
+def lost_run(out_dir: Path, run_id: str, lost: str) -> str:
+    """What to say of run ``run_id``, whose ``out_dir``'s run.json says its store lost it (``lost``: why): it cannot
+    be resumed, only run again."""
+    return (
+        f"{out_dir} names run {run_id}, which cannot be resumed: {lost}. Run it again with the same DATASET and "
+        f"--suite (--out {out_dir} is free for it)"
     )
 
 

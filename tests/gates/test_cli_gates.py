@@ -13,9 +13,11 @@ import yaml
 from orchestrator.gates import parse_gate
 from orchestrator.runner import run
 from orchestrator.suite import load_suite
+from ragscore_workers.errors import RunLostError
+from ragscore_workers.store import redis_client
 
 from ..fakes import FakeProvider
-from ..support import write_jsonl
+from ..support import HookedProgress, RedisProcess, write_jsonl
 from .helpers import DATA, SUITE, ragscore
 
 pytestmark = pytest.mark.integration
@@ -378,3 +380,29 @@ def test_a_baseline_or_report_dir_of_an_interrupted_run_says_to_resume_it(tmp_pa
     for command in readers:
         read = ragscore(*command, home=home)
         assert read.returncode == 2 and said in " ".join(read.stderr.split()), (command, read.stderr)
+
+
+def test_a_baseline_or_report_dir_of_a_run_its_redis_lost_says_to_run_it_again(tmp_path: Path, home: Path) -> None:
+    """A run its Redis lost (flushed while it ran) is marked lost in DIR/run.json, and ``--resume DIR`` is refused
+    for it; yet ``--fail-on-regression DIR``, ``report``/``compare DIR`` and ``consensus DIR`` said "finish it with
+    `ragscore run --resume DIR`", a dead end. They say it was lost, why, and that it must be run again. Seen failing
+    before: each said to finish it with --resume."""
+    base = tmp_path / "base"
+    server = RedisProcess(tmp_path / "redis").start()
+    try:  # no worker serves the run: it waits, and its store loses it at its first poll
+        lose = HookedProgress(on_update=lambda counters: redis_client(server.url).flushall())
+        with pytest.raises(RunLostError):
+            run(DATA, load_suite(SUITE), base, broker=server.url, progress=lose, timeout_s=120)
+    finally:
+        server.stop()
+    recorded = json.loads((base / "run.json").read_text())
+    run_id, lost = recorded["run_id"], recorded["lost"]
+    said = (f"{base} names run {run_id}, which cannot be resumed: {lost}. Run it again with the same DATASET and "
+            f"--suite (--out {base} is free for it)")  # fmt: skip
+    gated = ragscore("run", DATA, "--suite", SUITE, "--dry-run", "--fail-on-regression", base, home=home)
+    assert gated.returncode == 2 and said in " ".join(gated.stderr.split()), gated.stderr
+    readers = (["report", base], ["compare", base, DATA.parent], ["consensus", base, "--out", tmp_path / "g.jsonl"])
+    for command in readers:
+        read = ragscore(*command, home=home)
+        assert read.returncode == 2 and said in " ".join(read.stderr.split()), (command, read.stderr)
+        assert "--resume" not in read.stderr, (command, read.stderr)
