@@ -374,12 +374,21 @@ def test_a_baseline_or_report_dir_of_an_interrupted_run_says_to_resume_it(tmp_pa
         run(DATA, load_suite(SUITE), base, timeout_s=0.01)  # "interrupted" at once: no reports written
     run_id = json.loads((base / "run.json").read_text())["run_id"]
     said = f"{base} holds run {run_id}, which has not written its reports (interrupted?): finish it with `ragscore run"
-    gated = ragscore("run", DATA, "--suite", SUITE, "--dry-run", "--fail-on-regression", base, home=home)
-    assert gated.returncode == 2 and said in " ".join(gated.stderr.split()), gated.stderr
-    readers = (["report", base], ["compare", base, DATA.parent], ["consensus", base, "--out", tmp_path / "g.jsonl"])
+    for stderr in _refused_by_every_reader(base, tmp_path, home):
+        assert said in stderr, stderr
+
+
+def _refused_by_every_reader(base: Path, tmp_path: Path, home: Path) -> list[str]:
+    """What ``--fail-on-regression base``, ``report``, ``compare`` and ``consensus base`` say (on one line each),
+    each refused (exit 2)."""
+    readers = (["run", DATA, "--suite", SUITE, "--dry-run", "--fail-on-regression", base], ["report", base],
+               ["compare", base, DATA.parent], ["consensus", base, "--out", tmp_path / "g.jsonl"])  # fmt: skip
+    said = []
     for command in readers:
         read = ragscore(*command, home=home)
-        assert read.returncode == 2 and said in " ".join(read.stderr.split()), (command, read.stderr)
+        assert read.returncode == 2, (command, read.stderr)
+        said.append(" ".join(read.stderr.split()))
+    return said
 
 
 def test_a_baseline_or_report_dir_of_a_run_its_redis_lost_says_to_run_it_again(tmp_path: Path, home: Path) -> None:
@@ -399,10 +408,5 @@ def test_a_baseline_or_report_dir_of_a_run_its_redis_lost_says_to_run_it_again(t
     run_id, lost = recorded["run_id"], recorded["lost"]
     said = (f"{base} names run {run_id}, which cannot be resumed: {lost}. Run it again with the same DATASET and "
             f"--suite (--out {base} is free for it)")  # fmt: skip
-    gated = ragscore("run", DATA, "--suite", SUITE, "--dry-run", "--fail-on-regression", base, home=home)
-    assert gated.returncode == 2 and said in " ".join(gated.stderr.split()), gated.stderr
-    readers = (["report", base], ["compare", base, DATA.parent], ["consensus", base, "--out", tmp_path / "g.jsonl"])
-    for command in readers:
-        read = ragscore(*command, home=home)
-        assert read.returncode == 2 and said in " ".join(read.stderr.split()), (command, read.stderr)
-        assert "--resume" not in read.stderr, (command, read.stderr)
+    for stderr in _refused_by_every_reader(base, tmp_path, home):
+        assert said in stderr and "--resume" not in stderr, stderr
