@@ -666,8 +666,9 @@ def _aggregate(
         skipped: dict[str, dict[str, Any]] = {}
         if meta.get("state") == RunState.CANCELLED:
             skipped = cancel_skipped(o for outs in resolved.scoring_outputs().values() for o in outs)
-        judge_fields = store.counters(run_id, "judge")
-        replaced = replaced_stops(judge_fields)  # items a breaker's count stopped before a refused key's 401 came
+        replaced = replaced_stops(
+            store.counters(run_id, "judge")
+        )  # items a breaker's count stopped before a refused key's 401 came
         pending: dict[str, list[tuple[str, dict[str, Any], dict[str, MetricResult]]]] = {
             Queue.JUDGE.value: [],
             Queue.DERIVED.value: [],
@@ -698,7 +699,8 @@ def _aggregate(
         }
         # which judge each breaker stopped
         limiters = cast("dict[str, str]", store.r.hgetall(store.key(run_id, JUDGE_LIMITERS_PART)))
-        judge = dict.fromkeys(JUDGE_COUNTERS, 0) | breaker_summary(judge_fields, limiters)
+        # read again, after the items: a cut task's late calls may have counted meanwhile
+        judge = dict.fromkeys(JUDGE_COUNTERS, 0) | breaker_summary(store.counters(run_id, "judge"), limiters)
         judge["agreement"] = {name: a.to_json() for name, a in sorted(agg.agreement.items())}
         targets = {t.name: store.counters(run_id, target_state_part(t.name)) for t in resolved.suite.all_targets}
         summary = agg.summary(
