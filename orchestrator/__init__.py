@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from .lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .api import Evaluation, evaluate, resume, shutdown
+    from .api import Evaluation, cancel, evaluate, resume, shutdown
 
-__all__ = ["Evaluation", "evaluate", "resume", "shutdown"]
+__all__ = ["Evaluation", "cancel", "evaluate", "resume", "shutdown"]
 
-__getattr__, __dir__ = lazy_names(__name__, {".api": ("Evaluation", "evaluate", "resume", "shutdown")})
+__getattr__, __dir__ = lazy_names(__name__, {".api": ("Evaluation", "cancel", "evaluate", "resume", "shutdown")})

@@ -43,6 +43,7 @@ __all__ = [
     "EvictionWarning",
     "GateFailedWarning",
     "IncompleteRunWarning",
+    "cancel",
     "evaluate",
     "resume",
     "shutdown",
@@ -209,15 +210,39 @@ def resume(
     dataset and suite are the ones it was submitted with; ``judge_threads`` as :func:`evaluate`'s. Shows progress and
     warns as :func:`evaluate` does."""
     out_dir = Path(out)
-    recorded = recorded_run(out_dir)
-    if recorded is None or "run_id" not in recorded:
-        raise ConfigError(f"{out_dir / 'run.json'} not found or unreadable: resume() takes the out dir of an earlier "
-                          "run")  # fmt: skip
-    summary = run(None, None, out_dir, broker=broker, resume_id=str(recorded["run_id"]),
+    summary = run(None, None, out_dir, broker=broker, resume_id=_recorded_run_id(out_dir, "resume()"),
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
                   progress=progress or make_progress(quiet), caller=PYTHON, judge_threads=judge_threads,
                   keep_warm=True, out_kept=not _temporary(out_dir))  # fmt: skip
     return _evaluation(summary, out_dir, rows_given=(out_dir / ROWS_FILE).exists())
+
+
+def cancel(out: str | Path, broker: str | None = None) -> bool:
+    """Cancel the run whose reports go to ``out`` (its ``run.json`` names it), as ``ragscore cancel DIR`` does: from
+    another thread (a notebook's button, a time limit) or process while :func:`evaluate` or :func:`resume` runs it.
+    Its workers skip its remaining tasks and start no judge or target call; that call then returns what was scored,
+    with an :class:`IncompleteRunWarning`, and :func:`resume` finishes the run. True when this call cancelled it;
+    False when it had ended (finished, failed, or cancelled before)."""
+    from ragscore_workers.store import RunState
+
+    from .run_lookup import run_store
+    from .runner import cancel as cancel_run
+
+    run_id = _recorded_run_id(Path(out), "cancel()")
+    store, _ = run_store(broker, run_id, writes=True)
+    was = store.state(run_id)
+    cancel_run(store, run_id)
+    return was != RunState.CANCELLED and store.state(run_id) == RunState.CANCELLED
+
+
+def _recorded_run_id(out_dir: Path, caller: str) -> str:
+    """The id of the run whose reports go to ``out_dir`` (its run.json, written before the run's first row is sent);
+    ConfigError naming ``caller`` when there is none."""
+    recorded = recorded_run(out_dir)
+    if recorded is None or "run_id" not in recorded:
+        raise ConfigError(f"{out_dir / 'run.json'} not found or unreadable: {caller} takes the out dir of an earlier "
+                          "run (its run.json is written there before its first row is sent)")  # fmt: skip
+    return str(recorded["run_id"])
 
 
 def shutdown() -> None:

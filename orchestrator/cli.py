@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import json
 import math
@@ -27,6 +26,7 @@ from ragscore_workers.settings import check_redis_url, get_settings
 from .atomic_file import link_target, make_out_dir, said_os_error, write_text_atomic
 from .broker_watch import DEFAULT_BROKER_TIMEOUT_S
 from .help_format import HelpCommand, HelpTyper
+from .run_lookup import broker_url, cluster_url, is_embedded, run_store
 from .terminal import (
     PIPED_PROSE_WIDTH,
     TerminalConsole,
@@ -240,37 +240,6 @@ def _parse_chunks(values: list[str] | None) -> dict[str, int]:
     return chunks
 
 
-def _cluster_url(broker: str | None) -> str | None:
-    """--broker, else $RAGSCORE_BROKER_URL: the cluster's broker; None for an embedded run."""
-    return broker or get_settings().broker_url or None
-
-
-def _embedded(broker: str | None) -> bool:
-    """Whether a command with ``--broker broker`` works on the embedded Redis (no broker given or configured)."""
-    return _cluster_url(broker) is None
-
-
-def _broker_url(broker: str | None, *, start_embedded: bool = True) -> str:
-    """--broker, else $RAGSCORE_BROKER_URL, else the embedded Redis: started from its data file when no run
-    has it up (and shut down again at exit unless a run uses it), so finished and interrupted embedded runs
-    can be listed, reported and resumed later."""
-    settings = get_settings()
-    url = _cluster_url(broker)
-    if url:
-        return url
-    from .embedded_redis import EmbeddedRedis
-
-    embedded = EmbeddedRedis(settings.home)
-    if not start_embedded:
-        if embedded._ping():
-            return embedded.url
-        raise ConfigError("No broker given and the embedded Redis is not running; pass --broker URL")
-    if not embedded.dir.exists():
-        raise ConfigError(f"No broker given and no embedded runs yet under {settings.home}; pass --broker URL")
-    atexit.register(embedded.release)
-    return embedded.acquire()
-
-
 def _say(line: str) -> None:
     """Print ``line`` to stdout, the output a script reads; a reader that went away (``ragscore status | head``)
     takes the rest of it to nowhere, the command ending as it would have, not with a broken-pipe error."""
@@ -286,30 +255,11 @@ def _store(broker: str | None, *, sends: bool = False, writes: bool = False) -> 
     its work."""
     from .connection import connect, eviction_warnings
 
-    url = _broker_url(broker)
+    url = broker_url(broker)
     store = connect(url, get_settings(), sends=sends, writes=writes)
     if sends:
         _warn_of_eviction(eviction_warnings(store, url, get_settings()))
     return store
-
-
-def _run_store(
-    broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False
-) -> tuple[RunStore, int | None]:
-    """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
-    lane (its process's database: its waiting and held messages and its workers are seen there; None on a
-    cluster). An unknown run raises. ``queues``: the command reads the run's queues; ``writes``: it writes the
-    store, and may send to the control queue (see :func:`.connection.connect`)."""
-    from .connection import connect, connect_lane
-
-    settings = get_settings()
-    url = _broker_url(broker)
-    store = connect(url, settings, queues=queues, writes=writes)
-    if not _embedded(broker):
-        store.meta(run_id)  # raises a clear error for an unknown run
-        return store, None
-    lane = int(store.meta(run_id).get("lane") or 0)
-    return (connect_lane(url, lane, settings) if lane else store), lane
 
 
 #: What ``run --resume DIR`` refuses: the run store has the run's dataset, suite and options as it was submitted.
@@ -458,7 +408,7 @@ def run_cmd(
         raise ConfigError("run needs a DATASET and --suite (or --resume DIR)")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; reports go to a directory")
-    if debug_on_fail and (not _embedded(broker) or not sys.stdin.isatty()):
+    if debug_on_fail and (not is_embedded(broker) or not sys.stdin.isatty()):
         raise ConfigError("--debug-on-fail needs an embedded run started from a terminal")
     resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
@@ -573,7 +523,7 @@ def _stored_suite(broker: str | None, run_id: str, limits: dict[str, int]):
     from .runner import stored_suite
 
     try:
-        store, _ = _run_store(broker, run_id)
+        store, _ = run_store(broker, run_id)
         return stored_suite(store, run_id, limits)
     except (ConfigError, KeyError):
         return None
@@ -627,7 +577,7 @@ def _resume_folder(broker: str | None, run_id: str) -> Path:
     from .runner import TEMPORARY_MARK
 
     try:
-        store, _ = _run_store(broker, run_id)
+        store, _ = run_store(broker, run_id)
         released, writes_to = store.released_to(run_id), store.out_dir(run_id)
         named = [
             (released, "where its reports are"),
@@ -779,7 +729,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_thread
     from .workers import POOL_DEFAULTS
 
     redis = None
-    cluster = _cluster_url(broker)
+    cluster = cluster_url(broker)
     if looks_up_caches(resolved):
         if cluster or EmbeddedRedis(get_settings().home).dir.exists():
             try:
@@ -940,12 +890,12 @@ def submit(
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
     resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
-    if _embedded(broker):
+    if is_embedded(broker):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     check_question_time(resolved)  # before the broker is reached
     options = _format_options(predictions, corpus, system)
     store = _store(broker, sends=True)
-    check_queues(store, _broker_url(broker), resolved.queues)
+    check_queues(store, broker_url(broker), resolved.queues)
     sub = submit_run(dataset, resolved, store, fmt=fmt, fmt_options=options)
     sent = f"{counted(sub.items, 'item')} ({sub.failed_rows:,} unreadable) in {counted(sub.tasks, 'task')}"
     err.print(f"submitted {sent}; follow it: {follow_commands(sub.run_id, broker=broker)}", soft_wrap=True)
@@ -988,7 +938,7 @@ def status(
 
     if run_id is None:  # one line per run, oldest first: id, state, done/total units, submitted (UTC), dataset
         store = _store(broker)  # a user that may only read lists the runs (one that writes keeps their index)
-        embedded = _embedded(broker)
+        embedded = is_embedded(broker)
         runs = sorted(store.overview(store.list_runs()), key=lambda r: (r["submitted_at"] or 0.0, r["run_id"]))
         interrupted = 0
         if runs:
@@ -1021,14 +971,14 @@ def status(
     )
 
     run_id = _run_id(run_id)
-    store, lane = _run_store(broker, run_id, queues=True)
+    store, lane = run_store(broker, run_id, queues=True)
     view = StatusView(store.meta(run_id), broker=broker)
     embedded = lane is not None
     console = TerminalConsole()
     checked = [-math.inf]  # when the queues' consumers were last asked for (it takes a second): never, so due at once
     queued_checked = [-math.inf]  # when the queues ahead of the run were last read
     # a cluster's broker on another server than the store (RAGSCORE_STORE_URL set apart), else None
-    apart_broker = _broker_url(broker) if store.broker_apart and not embedded else None
+    apart_broker = broker_url(broker) if store.broker_apart and not embedded else None
     # apart, the broker is asked by a client that says it gone at once (one with the store's Redis fails the command)
     checks = checking_broker(store, apart_broker) if apart_broker else store
     orphan_watch = OrphanWatch(checks, run_id)  # an orphan is said once two consecutive checks call it one
@@ -1059,7 +1009,7 @@ def status(
             return view.render(run_id)
         try:
             # a user that may not ask the workers is told what it lacks (cancel refuses it), not kombu's traceback
-            if consumers_due and (refused := workers_not_asked(checks.broker, _broker_url(broker))):
+            if consumers_due and (refused := workers_not_asked(checks.broker, broker_url(broker))):
                 view.broker_note = refused
                 forget_broker_notes()
                 return view.render(run_id)
@@ -1079,7 +1029,7 @@ def status(
                     view.set_orphans(run_id, found.orphans, get_settings().visibility_timeout_s, found.finishing)
         except (redis.ConnectionError, redis.TimeoutError, OperationalError) as exc:  # it went down since the ping
             if isinstance(exc.__cause__, redis.exceptions.NoPermissionError):  # kombu's: a broadcast channel refused
-                view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc.__cause__)
+                view.broker_note = workers_not_asked(checks.broker, broker_url(broker), exc.__cause__)
             elif not apart_broker:  # the store's Redis: the command fails
                 raise
             else:
@@ -1087,7 +1037,7 @@ def status(
                 stamp(queued_due, consumers_due)  # timed from the failure's end, as a failed ping is
             forget_broker_notes()
         except redis.exceptions.NoPermissionError as exc:  # its user may not use Celery's remote control replies
-            view.broker_note = workers_not_asked(checks.broker, _broker_url(broker), exc)
+            view.broker_note = workers_not_asked(checks.broker, broker_url(broker), exc)
             forget_broker_notes()
         return view.render(run_id)
 
@@ -1169,7 +1119,7 @@ def results(
     run_id = _run_id(ref)
     _refuse_another_runs_dir(out, run_id)  # as `ragscore report A --out B`
     try:  # it writes the store: where the reports are, a cancelled run's summary
-        store, lane = _run_store(broker, run_id, writes=True)
+        store, lane = run_store(broker, run_id, writes=True)
     except ConfigError as exc:  # no store has it: a run DIR copied from elsewhere has its reports without one
         if not (Path(ref) / "summary.json").is_file():
             raise
@@ -1183,7 +1133,7 @@ def results(
         # still none: says why, and what to do
         store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
     # its items leave an embedded store soon after, as a run's into its own --out DIR do (a cluster's keeps them)
-    summary = write_results(store, run_id, out, broker, release=_embedded(broker))
+    summary = write_results(store, run_id, out, broker, release=is_embedded(broker))
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)
@@ -1240,7 +1190,7 @@ def cancel_cmd(
 
     run_id = _run_id(run_id)
     # an unknown run raises a clear error; a broker URL whose password or database is wrong, before the cancel
-    store, lane = _run_store(broker, run_id, queues=True, writes=True)
+    store, lane = run_store(broker, run_id, queues=True, writes=True)
     was = store.state(run_id)
     cancel(store, run_id)
     state = store.state(run_id)
@@ -1313,7 +1263,7 @@ def _summarize_cancelled(store, lane: int | None, run_id: str, broker: str | Non
         )
         try:  # its queues and workers are the broker's: probed first, not retried ~20 s by the store's client
             # the store's user too: `results` checked it for the store alone, not for asking the workers
-            reach_broker(url := _broker_url(broker))
+            reach_broker(url := broker_url(broker))
             if store.broker is not store.r:  # another server, or another database or user than the store's
                 store = broker_tried_once(store, url)  # nor read, once probed
             summarize_cancelled(store, run_id, on_unserved=said, on_orphaned=held, on_unsure=unsure)
@@ -1402,7 +1352,7 @@ def worker(
 
     settings = get_settings()
     settings.check_visibility_timeout()
-    url = _cluster_url(broker)
+    url = cluster_url(broker)
     if not url:
         raise ConfigError("worker needs a broker: pass --broker or set RAGSCORE_BROKER_URL")
     names = list(dict.fromkeys(q.strip() for q in queues.split(",") if q.strip()))  # one worker per queue
@@ -1607,7 +1557,7 @@ def consensus_cmd(
     with ExitStack() as stack:  # embedded: (re)start the private Redis from its data only if the store is needed
 
         def store():
-            return connect(_cluster_url(broker) or stack.enter_context(EmbeddedRedis(settings.home)), settings)
+            return connect(cluster_url(broker) or stack.enter_context(EmbeddedRedis(settings.home)), settings)
 
         source = run_source(run, dataset=dataset, suite=suite, store=store)
         questions, with_reference = write_consensus(out, source)
@@ -1925,7 +1875,7 @@ def flower_cmd(
         if from_env and not from_env.isdigit():
             raise ConfigError(f"FLOWER_MAX_TASKS must be a whole number, got {from_env!r}")
         max_tasks = int(from_env or DEFAULT_MAX_TASKS)
-    env = flower_env(os.environ, _broker_url(broker, start_embedded=False), no_auth)
+    env = flower_env(os.environ, broker_url(broker, start_embedded=False), no_auth)
     argv = flower_argv(port, address, max_tasks, no_auth, extra=ctx.args)
     err.print(f"Flower on {flower_location(port, address, ctx.args)} (max {max_tasks} tasks kept)", soft_wrap=True)
     exec_flower(argv, env)

@@ -1003,3 +1003,42 @@ def test_a_temporary_folder_a_later_call_names_as_out_is_kept_when_the_process_e
     assert done.returncode == 0, done.stderr
     out_dir = Path(done.stdout.strip())
     assert out_dir.parent == temp and (out_dir / "summary.json").is_file(), done.stdout
+
+
+def test_a_run_cancelled_from_another_thread_returns_what_was_scored_and_resume_finishes_it(
+    tmp_path: Path, home: Path
+) -> None:
+    """The Python API had no cancel: a notebook could stop its run only with Ctrl-C, or from a shell's ``ragscore
+    cancel``, whose start took longer than a small run (its cancel came once the run had finished)."""
+    import threading
+    import warnings
+
+    from orchestrator import cancel, resume
+
+    out = tmp_path / "out"
+    answers: list[bool] = []
+
+    def cancel_from_another_thread(run_id: str) -> None:
+        thread = threading.Thread(target=lambda: answers.append(cancel(out)))
+        thread.start()
+        thread.join()
+
+    with pytest.warns(IncompleteRunWarning, match="was cancelled"):
+        result = evaluate(make_rows(400), {"metrics": ["exact_match"], "chunk_size": {"cpu": 1}}, out=out,
+                          progress=HookedProgress(on_start=cancel_from_another_thread))  # fmt: skip
+    assert answers == [True]
+    assert result.summary.state == "cancelled"
+    assert result.summary.metrics["exact_match"].stopped > 0  # its remaining tasks were skipped
+    assert cancel(out) is False  # it had ended
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IncompleteRunWarning)
+        finished = resume(out, quiet=True)
+    summary = finished.summary.metrics["exact_match"]
+    assert (summary.stopped, summary.n + summary.unscorable) == (0, 400)
+
+
+def test_cancel_of_a_dir_no_run_was_recorded_in_is_a_config_error_naming_cancel(tmp_path: Path, home: Path) -> None:
+    from orchestrator import cancel
+
+    with pytest.raises(ConfigError, match=r"run\.json not found or unreadable: cancel\(\) takes the out dir"):
+        cancel(tmp_path)
