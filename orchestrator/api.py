@@ -268,13 +268,22 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
         warnings.warn(line, DatasetWarning, stacklevel=3)
     problem = incomplete(summary, PYTHON)
     if problem is not None:
-        warnings.warn(f"{problem} (reports in {out_dir})", IncompleteRunWarning, stacklevel=3)
+        warnings.warn(f"{problem} (reports in {out_dir}{_resume_note(summary, out_dir)})", IncompleteRunWarning,
+                      stacklevel=3)  # fmt: skip
     gates = evaluate_gates(summary, _suite_gates(out_dir))
     if missed := [g for g in gates if not g.passed]:
         said = "; ".join(_verdict(g) for g in missed)
         warnings.warn(f"{len(missed)} of the suite's {counted(len(gates), 'gate')} did not hold: {said} "
                       "(Evaluation.gates has every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
+
+
+def _resume_note(summary: RunSummary, out_dir: Path) -> str:
+    """``; resume('DIR') scores what was stopped`` for a run with items a cancel or a breaker stopped, else
+    nothing."""
+    if not any(m.stopped for m in summary.metrics.values()):
+        return ""
+    return f"; resume({str(out_dir)!r}) scores what was stopped"
 
 
 def _place(first: dict[str, Any] | None, rows_given: bool) -> str:
