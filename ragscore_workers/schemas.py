@@ -125,6 +125,13 @@ ITEM_META_FIELDS = ("id", "system", "group", "question_type")
 #: marked a target's failure, with ``answer`` where it holds that mark); with every ``ragscore:`` mark
 #: (:data:`ROW_MARK_PREFIX`), which workers read.
 MESSAGE_FIELDS = frozenset({*ITEM_META_FIELDS, "question", "metadata"})
+#: What a metric declares it reads (``reads=``) where all it reads of the contexts is whether they hold text and their
+#: scores (``Row.has_contexts``, ``Context.score``): its task message carries each context with its score and, for its
+#: text, :data:`TEXT_LEFT_OUT` ("" for a blank one), unless a metric it is sent with reads ``contexts`` whole. The
+#: contexts' shape is the same, so every worker version reads such a message as it reads the whole row.
+CONTEXTS_WITHOUT_TEXT = "contexts:without_text"
+#: The text of a context whose text a task message leaves out (:data:`CONTEXTS_WITHOUT_TEXT`).
+TEXT_LEFT_OUT = "…"
 #: The prefix of the fields ragscore itself marks a row with (``ragscore:no_retrieval``, ``ragscore:target_error``).
 ROW_MARK_PREFIX = "ragscore:"
 
@@ -406,7 +413,8 @@ class Row(BaseModel):
         """JSON-ready form for a task message (no nulls, so messages stay small). A Ragas column the row did not
         take (its field was given, even as null) is left out: read again, it would fill the dropped null.
         ``fields``: the only fields its metrics read (:meth:`ResolvedSuite.message_fields`), kept with those every
-        message carries (:data:`MESSAGE_FIELDS`, the ``ragscore:`` marks); None keeps every field."""
+        message carries (:data:`MESSAGE_FIELDS`, the ``ragscore:`` marks), the contexts without their text where
+        ``fields`` says so (:data:`CONTEXTS_WITHOUT_TEXT`); None keeps every field."""
         message = self.model_dump(mode="json", exclude_none=True, exclude_defaults=True) | {"id": self.id}
         for name in RAGAS_NAMES.keys() & (self.model_extra or {}).keys():
             message.pop(name, None)  # a null one is not in the dump
@@ -415,7 +423,16 @@ class Row(BaseModel):
         kept = fields | MESSAGE_FIELDS
         if LEGACY_TARGET_ERROR in self.metadata:  # an older version's mark holds only where there is no answer
             kept |= {"answer"}  # (answers.unanswered_why): without it, a worker would fail the answered row
-        return {name: value for name, value in message.items() if name in kept or name.startswith(ROW_MARK_PREFIX)}
+        trimmed = {name: value for name, value in message.items() if name in kept or name.startswith(ROW_MARK_PREFIX)}
+        if CONTEXTS_WITHOUT_TEXT in fields and "contexts" not in kept and "contexts" in message:
+            trimmed["contexts"] = [_without_text(context) for context in message["contexts"]]
+        return trimmed
+
+
+def _without_text(context: dict[str, Any]) -> dict[str, Any]:
+    """A context of a task message as :data:`CONTEXTS_WITHOUT_TEXT` sends it: its score, and whether it has text."""
+    text = TEXT_LEFT_OUT if context["text"].strip() else ""
+    return {"text": text} | ({"score": context["score"]} if "score" in context else {})
 
 
 # --------------------------------------------------------------------------- suite

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..schemas import MetricResult, Queue, Row
+from ..schemas import CONTEXTS_WITHOUT_TEXT, MetricResult, Queue, Row
 from .registry import NO_EVIDENCE, NoParams, register
 
 __all__ = ["CITATION_OUTPUTS", "citation", "id_set", "no_evidence", "prf"]
@@ -48,7 +48,7 @@ def prf(gold: set[str], predicted: set[str]) -> tuple[float, float, float]:
 
 @register("citation", Queue.CPU, outputs=lambda params: list(CITATION_OUTPUTS),
           needs=("gold_evidence_sentences", "evidence_sentences"),
-          reads=("contexts", "retrieved_doc_ids"))  # fmt: skip  # no_evidence: Row.sourceless
+          reads=(CONTEXTS_WITHOUT_TEXT, "retrieved_doc_ids"))  # fmt: skip  # no_evidence: Row.sourceless
 def citation(row: Row, params: NoParams) -> dict[str, MetricResult]:
     """Citation precision, recall and F1 of predicted sentence IDs against the gold evidence IDs."""
     gold = id_set(row.gold_evidence_sentences or [])

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..schemas import MetricResult, Queue, Row
+from ..schemas import CONTEXTS_WITHOUT_TEXT, MetricResult, Queue, Row
 from ._corpus import corpus_sentences
 from .citation import id_set, no_evidence
 from .registry import register, unset_means
@@ -153,7 +153,7 @@ def _document(row: Row, params: EvidenceParams) -> tuple[dict[str, str] | None, 
 
 
 @register("evidence_overlap", Queue.CPU, params=EvidenceParams, needs=("gold_evidence_sentences", "evidence_sentences"),
-          reads=("sentences", "gold_doc_id", "contexts", "retrieved_doc_ids"))  # fmt: skip  # _document, no_evidence
+          reads=("sentences", "gold_doc_id", CONTEXTS_WITHOUT_TEXT, "retrieved_doc_ids"))  # fmt: skip  # no_evidence
 def evidence_overlap(row: Row, params: EvidenceParams) -> MetricResult:
     """Share of the gold evidence's words that the predicted evidence sentences contain."""
     if row.gold_evidence_sentences is None:

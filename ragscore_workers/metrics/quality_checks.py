@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..schemas import MetricResult, Queue, Row
+from ..schemas import CONTEXTS_WITHOUT_TEXT, MetricResult, Queue, Row
 from ._bounded_regex import RegexError, bounded_regex
 from ._text import CITATION_MARKER
 from .registry import register
@@ -106,7 +106,7 @@ def _answer_issues(answer: str, question: str | None, params: QualityParams, *, 
 
 
 @register("quality_checks", Queue.CPU, params=QualityParams, needs=("answer",),
-          reads=("question", "contexts", "retrieved_doc_ids"))  # fmt: skip
+          reads=("question", CONTEXTS_WITHOUT_TEXT, "retrieved_doc_ids"))  # fmt: skip
 def quality_checks(row: Row, params: QualityParams) -> MetricResult:
     """1.0 when the answer shows none of the heuristic issues, else 0.0; the issues are listed. By default an answer
     needs a [1]-style citation marker (else the issue no_citation): set the param citation_pattern to "" to drop that

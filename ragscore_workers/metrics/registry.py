@@ -149,8 +149,9 @@ class MetricDef:
     #: with none of them is unscorable, and a dataset in which no row has any is warned of as for ``needs``.
     needs_one_of: tuple[str, ...] = ()
     #: Every row field the metric reads (those of the row properties it reads too: ``sourceless`` reads ``contexts``
-    #: and ``retrieved_doc_ids``); :func:`register` adds ``needs``, ``needs_one_of`` and ``scores_without``. Its task
-    #: messages carry only these, with those every message carries (:data:`~ragscore_workers.schemas.MESSAGE_FIELDS`).
+    #: and ``retrieved_doc_ids``; :data:`~ragscore_workers.schemas.CONTEXTS_WITHOUT_TEXT` for contexts whose text it
+    #: does not read); :func:`register` adds ``needs``, ``needs_one_of`` and ``scores_without``. Its task messages
+    #: carry only these, with those every message carries (:data:`~ragscore_workers.schemas.MESSAGE_FIELDS`).
     #: None: the whole row (a plug-in that declares nothing).
     reads: tuple[str, ...] | None = None
 

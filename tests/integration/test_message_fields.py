@@ -17,7 +17,7 @@ from orchestrator.runner import connect, submit
 from orchestrator.suite import load_suite
 from ragscore_workers.answers import LEGACY_TARGET_ERROR
 from ragscore_workers.metrics.registry import RunContext
-from ragscore_workers.schemas import Row, item_key
+from ragscore_workers.schemas import TEXT_LEFT_OUT, Row, item_key
 from ragscore_workers.scoring import score_rows
 
 from ..support import ROOT, RedisProcess, make_rows, write_jsonl
@@ -72,6 +72,27 @@ def test_each_queues_task_messages_carry_only_the_fields_its_metrics_read(tmp_pa
     kept = {"id", "question", "group", "question_type", "metadata"}  # the item's names and meta: in every message
     assert {field for row in cpu for field in row} == kept | {"answer", "reference", "retrieved_doc_ids", "gold_doc_id"}
     assert {field for row in embed for field in row} == kept | {"contexts"}
+
+
+def test_metrics_that_only_ask_whether_contexts_exist_are_sent_them_without_their_text(tmp_path: Path) -> None:
+    """``quality_checks``, ``citation`` and ``evidence_overlap`` read of the contexts only whether one has text and
+    their scores (``CONTEXTS_WITHOUT_TEXT``), yet were sent every context's text: each context now comes with its score
+    and a placeholder for a text (none for a blank one), while a metric that reads the text still gets it whole."""
+    rows = _rich_rows(20)
+    for i, row in enumerate(rows):
+        row["contexts"] = [{"text": f"A long passage about {row['id']}. " * 20, "score": i / 20}, {"text": "  "}]
+    dataset = write_jsonl(tmp_path / "d.jsonl", rows)
+    suite = {"name": "fields", "metrics": ["quality_checks", "citation", "evidence_overlap", "context_relevance"]}
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        submit(dataset, load_suite(suite), connect(server.url, sends=True), broker=server.url)
+        cpu, embed = _queued_rows(server.url, "cpu"), _queued_rows(server.url, "embed")
+    finally:
+        server.stop()
+    assert [row["contexts"] for row in cpu] == [
+        [{"text": TEXT_LEFT_OUT, "score": i / 20}, {"text": ""}] for i in range(20)
+    ]
+    assert [row["contexts"] for row in embed] == [row["contexts"] for row in rows]
 
 
 def test_an_undeclared_plugin_metric_still_gets_the_whole_row(tmp_path: Path, home: Path,

@@ -55,6 +55,10 @@ def _edge_rows() -> list[dict[str, Any]]:
     rows[6] |= {"contexts": [], "retrieved_doc_ids": []}  # sourceless, naming no evidence and quoting nothing
     for field in ("evidence_sentences", "citations"):
         rows[6].pop(field)
+    rows[8]["contexts"] = [{"text": "Passage 8 [1]", "score": 0.1}, {"text": "  ", "score": 0.2}]  # a low retrieval
+    rows[9] |= {"contexts": [{"text": " ", "score": 0.9}], "retrieved_doc_ids": []}  # blank contexts: sourceless,
+    rows[9].pop("evidence_sentences")  # and naming no evidence by design
+    rows[10]["contexts"] = [{"text": "Passage 10 [1]", "score": 0.8}, {"text": "more", "score": float("nan")}]
     rows[7] |= {"question_type": "Yes/No with Rationale", "expected": "Yes", "reference": "paris is the capital",
                 "answer": "Yes: paris became the capital in 508"}  # fmt: skip
     return rows
