@@ -230,7 +230,7 @@ def submit(
 
     Each row is read and validated once: its shard is planned as it is read and kept in a :class:`ShardSpool` (on
     disk, compressed) until the whole dataset passed; a dataset that changes while it is read is refused. A shard holds
-    ``shard_rows`` rows, or fewer where the first ``shard_rows`` rows are past ``shard_bytes`` of JSON (the run
+    ``shard_rows`` rows, or fewer where the first ``shard_rows`` rows' messages are past ``shard_bytes`` (the run
     records how many: a resume cuts the dataset alike).
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
@@ -267,7 +267,7 @@ def submit(
     fingerprint = dataset_fingerprint(dataset, recorded_format, fmt_options) if validated_as is not None else None
 
     spool = ShardSpool(lambda index, rows: _plan_new_shard(run_id, index, rows, resolved), shard_digest, shard_rows,
-                       shard_bytes=shard_bytes)  # fmt: skip
+                       shard_bytes=shard_bytes, row_bytes=resolved.message_bytes)  # fmt: skip
     with spool:
         request_fields = resolved.request_fields()
         # the judge calls its run sends, as the dry run counts them: its ETA's floor (None with targets: a re-run's

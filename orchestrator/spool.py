@@ -3,8 +3,8 @@
 :func:`~orchestrator.runner.submit` validates every row before it sends any (duplicate ids, a dataset with no valid
 row refuse the run with nothing sent). It used to read and validate the whole dataset a second time to send it; the
 spool keeps each shard as it will be sent instead (its item keys, work units, digest and chord, as JSON, compressed),
-so each row is read and validated once. Memory: one shard's rows, as before (fewer of them where rows are big:
-``shard_bytes``); disk: the shards' messages, compressed
+so each row is read and validated once. Memory: one shard's rows, as before (fewer of them where their messages are
+big: ``shard_bytes``); disk: the shards' messages, compressed
 (an unnamed temporary file, gone when the spool closes or the process dies).
 """
 
@@ -53,7 +53,9 @@ class PlannedShard:
 class ShardSpool:
     """Rows in, whole planned shards out: ``add`` each valid row in dataset order, then iterate the shards.
 
-    ``plan(index, rows)`` plans shard ``index`` of ``rows``; ``digest(rows)`` is what a resume checks them by.
+    ``plan(index, rows)`` plans shard ``index`` of ``rows``; ``digest(rows)`` is what a resume checks them by;
+    ``row_bytes(row)``: about how many bytes of task messages ``row`` is sent in (its whole JSON where not given:
+    :meth:`~ragscore_workers.planning.ResolvedSuite.message_bytes` for the messages a run plans).
     """
 
     def __init__(
@@ -63,10 +65,12 @@ class ShardSpool:
         shard_rows: int,
         directory: Path | None = None,
         shard_bytes: int = DEFAULT_SHARD_BYTES,
+        row_bytes: Callable[[Row], int] | None = None,
     ) -> None:
         self._plan, self._digest, self._shard_bytes = plan, digest, shard_bytes
+        self._row_bytes = row_bytes or _json_size
         #: Rows a shard holds (the last may hold fewer): ``shard_rows``, or fewer where the first shard's rows reached
-        #: ``shard_bytes`` of JSON before it; fixed once the first shard is cut (a resume cuts the dataset by it).
+        #: ``shard_bytes`` of messages before it; fixed once the first shard is cut (a resume cuts the dataset by it).
         self.shard_rows = shard_rows
         self._bytes = 0
         self._directory = str(directory) if directory is not None else tempfile.gettempdir()
@@ -78,12 +82,12 @@ class ShardSpool:
 
     def add(self, row: Row) -> None:
         """One more valid row; a shard is planned and written once it holds ``shard_rows``, or, the first, once its
-        rows reach ``shard_bytes`` of JSON: its row count is then every shard's (:attr:`shard_rows`). Only the first
-        shard's rows set it (a resume, and the look-ups by row place, need every shard but the last alike): rows bigger
-        later than first still make shards past ``shard_bytes``."""
+        rows' task messages reach ``shard_bytes`` (``row_bytes``): its row count is then every shard's
+        (:attr:`shard_rows`). Only the first shard's rows set it (a resume, and the look-ups by row place, need every
+        shard but the last alike): rows bigger later than first still make shards past ``shard_bytes``."""
         self._rows.append(row)
         if self.shards == 0:
-            self._bytes += _json_size(row)
+            self._bytes += self._row_bytes(row)
             if self._bytes >= self._shard_bytes:
                 self.shard_rows = len(self._rows)
         if len(self._rows) >= self.shard_rows:

@@ -13,6 +13,7 @@ with this module, so it lives with the workers.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -61,9 +62,10 @@ QUEUE_ORDER = ("target", "cpu", "embed", "judge", "code")
 DEFAULT_CHUNK_SIZE: dict[str, int] = {"cpu": 250, "embed": 64, "judge": 8, "code": 4, "target": 16}
 #: Rows per shard (one chord each).
 DEFAULT_SHARD_ROWS = 10_000
-#: A shard's rows, as JSON, at most (about): the orchestrator holds a shard's rows and builds its messages at once, ~10
-#: times their JSON in memory (10,000 rows of 7 KB, an NLP-project row with its document, took 870 MB), so a dataset
-#: of big rows is cut into shards of fewer rows (:class:`~orchestrator.spool.ShardSpool`).
+#: A shard's task messages, as JSON, at most (about: ``ResolvedSuite.message_bytes``): the orchestrator holds a
+#: shard's rows and builds its messages at once, ~10 times their JSON in memory when every message carried the whole
+#: row (10,000 rows of 7 KB, an NLP-project row with its document, took 870 MB), so a dataset of big messages is cut
+#: into shards of fewer rows (:class:`~orchestrator.spool.ShardSpool`).
 DEFAULT_SHARD_BYTES = 16 * 1024 * 1024
 #: Questions per shard of a target run: its scoring starts when its shard's target calls are done, so
 #: smaller shards let scoring overlap the (rate-limited) target stage sooner.
@@ -136,6 +138,14 @@ class ResolvedSuite:
         if len(reads) < len(wanted) or any(fields is None for fields in reads):  # a metric unknown here: keep all
             return None
         return frozenset(field for fields in reads if fields is not None for field in fields)
+
+    def message_bytes(self, row: Row) -> int:
+        """About how many bytes of task messages ``row`` is sent in: its whole row to a target run's target stage
+        (the workers plan its scoring), else its message (:meth:`Row.to_message`) to each queue that scores it."""
+        if self.targets:
+            return len(json.dumps(row.to_message()))
+        queues = self.row_queues(row).values()
+        return sum(len(json.dumps(row.to_message(self.message_fields(names)))) for names in queues)
 
     def outputs(self, queue: str | None = None) -> list[str]:
         return [o for m, p in self.metrics if queue is None or m.queue.value == queue for o in m.outputs(p)]

@@ -56,18 +56,24 @@ def _queued_rows(url: str, queue: str) -> list[dict[str, Any]]:
     return rows
 
 
-def test_each_queues_task_messages_carry_only_the_fields_its_metrics_read(tmp_path: Path) -> None:
-    """Every queue got the whole row (``Row.to_message``): the cpu queue's token metrics the contexts only embedding
-    metrics read, the embed queue the answers and references. Submitted with no worker, the messages wait in Redis."""
-    dataset = write_jsonl(tmp_path / "d.jsonl", _rich_rows(40))
-    suite = {"name": "fields", "metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 5]}},
-                                           "context_relevance"]}  # fmt: skip
+def _queued_after_submit(rows: list[dict[str, Any]], suite: dict[str, Any], tmp_path: Path) -> dict[str, list[Any]]:
+    """The rows of the cpu and embed queues' task messages once ``rows`` are submitted with no worker to take them:
+    every message waits in a fresh Redis."""
+    dataset = write_jsonl(tmp_path / "d.jsonl", rows)
     server = RedisProcess(tmp_path / "redis").start()
     try:
         submit(dataset, load_suite(suite), connect(server.url, sends=True), broker=server.url)
-        cpu, embed = _queued_rows(server.url, "cpu"), _queued_rows(server.url, "embed")
+        return {queue: _queued_rows(server.url, queue) for queue in ("cpu", "embed")}
     finally:
         server.stop()
+
+
+def test_each_queues_task_messages_carry_only_the_fields_its_metrics_read(tmp_path: Path) -> None:
+    """Every queue got the whole row (``Row.to_message``): the cpu queue's token metrics the contexts only embedding
+    metrics read, the embed queue the answers and references. Submitted with no worker, the messages wait in Redis."""
+    suite = {"name": "fields", "metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 5]}},
+                                           "context_relevance"]}  # fmt: skip
+    cpu, embed = _queued_after_submit(_rich_rows(40), suite, tmp_path).values()
     assert len(cpu) == len(embed) == 40
     kept = {"id", "question", "group", "question_type", "metadata"}  # the item's names and meta: in every message
     assert {field for row in cpu for field in row} == kept | {"answer", "reference", "retrieved_doc_ids", "gold_doc_id"}
@@ -81,18 +87,27 @@ def test_metrics_that_only_ask_whether_contexts_exist_are_sent_them_without_thei
     rows = _rich_rows(20)
     for i, row in enumerate(rows):
         row["contexts"] = [{"text": f"A long passage about {row['id']}. " * 20, "score": i / 20}, {"text": "  "}]
-    dataset = write_jsonl(tmp_path / "d.jsonl", rows)
     suite = {"name": "fields", "metrics": ["quality_checks", "citation", "evidence_overlap", "context_relevance"]}
-    server = RedisProcess(tmp_path / "redis").start()
-    try:
-        submit(dataset, load_suite(suite), connect(server.url, sends=True), broker=server.url)
-        cpu, embed = _queued_rows(server.url, "cpu"), _queued_rows(server.url, "embed")
-    finally:
-        server.stop()
+    cpu, embed = _queued_after_submit(rows, suite, tmp_path).values()
     assert [row["contexts"] for row in cpu] == [
         [{"text": TEXT_LEFT_OUT, "score": i / 20}, {"text": ""}] for i in range(20)
     ]
     assert [row["contexts"] for row in embed] == [row["contexts"] for row in rows]
+
+
+def test_a_submission_cuts_its_shards_by_the_messages_not_by_the_whole_rows(tmp_path: Path) -> None:
+    """Rows whose long contexts no metric of the suite reads are sent without them: their shards are not cut short by
+    the contexts' bytes (``shard_bytes``: 20 whole rows), the run records the ``shard_rows`` given."""
+    rows = _rich_rows(60)
+    whole = len(Row.model_validate(rows[0]).model_dump_json(exclude_none=True))
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        store = connect(server.url, sends=True)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite({"metrics": ["exact_match"]}), store,
+                     broker=server.url, shard_rows=50, shard_bytes=20 * whole)  # fmt: skip
+        assert (int(store.meta(sub.run_id)["shard_rows"]), sub.shards) == (50, 2)
+    finally:
+        server.stop()
 
 
 def test_an_undeclared_plugin_metric_still_gets_the_whole_row(tmp_path: Path, home: Path,

@@ -865,12 +865,12 @@ def test_the_check_of_a_rewritten_dataset_counts_its_rows_in_words(
 
 
 def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None) -> tuple[int, Submitted]:
-    """60 rows of a 400,000-character context (24 MB: past DEFAULT_SHARD_BYTES) submitted (with ``shard_bytes``
-    where given), cancelled before a worker scored any, then resumed until every item is scored: the shard_rows the
-    run recorded, and what its resume sent."""
+    """60 rows of a 400,000-character answer (24 MB of cpu messages: past DEFAULT_SHARD_BYTES) submitted (with
+    ``shard_bytes`` where given), cancelled before a worker scored any, then resumed until every item is scored: the
+    shard_rows the run recorded, and what its resume sent."""
     from ragscore_workers.planning import DEFAULT_SHARD_BYTES
 
-    rows = [r | {"contexts": ["x" * 400_000]} for r in make_rows(60, seed=seed)]
+    rows = [r | {"answer": "x" * 400_000} for r in make_rows(60, seed=seed)]
     assert len(rows) * 400_000 > DEFAULT_SHARD_BYTES
     server = RedisProcess(tmp_path / "redis").start()
     worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 #: A process whose files may not grow past 16 KiB (SIGXFSZ ignored: the write fails with EFBIG instead), as a full
 #: disk would refuse them: its spool of 3,000 rows (~100 KiB compressed) does not fit.
@@ -79,7 +80,7 @@ def test_the_spool_gives_back_each_shard_as_planned_in_order() -> None:
 
 def test_big_rows_are_cut_into_shards_of_fewer_rows_all_alike() -> None:
     """The orchestrator holds a shard's rows and builds its messages at once: 10,000 rows of 7 KB took 870 MB. The first
-    shard is cut once its rows reach ``shard_bytes`` of JSON, and every later shard holds as many rows (a resume cuts
+    shard is cut once its rows' messages reach ``shard_bytes``, and every later shard holds as many rows (a resume cuts
     the dataset by that count)."""
     from orchestrator.runner import _plan_new_shard, shard_digest
     from orchestrator.spool import ShardSpool
@@ -88,16 +89,55 @@ def test_big_rows_are_cut_into_shards_of_fewer_rows_all_alike() -> None:
     from tests.support import make_rows
 
     resolved = load_suite({"metrics": ["exact_match"]})
-    rows = [Row.model_validate(r | {"contexts": ["word " * 400]}) for r in make_rows(100)]  # ~2 KB of JSON each
-    size = len(rows[0].model_dump_json(exclude_none=True))
+    rows = [Row.model_validate(r | {"answer": "word " * 400}) for r in make_rows(100)]  # ~2 KB of message each
+    size = resolved.message_bytes(rows[0])
     with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 1000,
-                    shard_bytes=10 * size) as spool:  # fmt: skip
+                    shard_bytes=10 * size, row_bytes=resolved.message_bytes) as spool:  # fmt: skip
         for row in rows:
             spool.add(row)
         spooled = list(spool)
     assert 8 <= spool.shard_rows <= 11, spool.shard_rows  # ~10 rows of about the same size
     assert [len(s.keys) for s in spooled[:-1]] == [spool.shard_rows] * (len(spooled) - 1)
     assert [k for s in spooled for k in s.keys] == [r.key for r in rows]
+
+
+def _shard_rows_of(metrics: list[str], rows: list[Any], shard_bytes: int) -> int:
+    """The rows a shard holds when ``rows`` are spooled for a suite of ``metrics`` (every row given back in order)."""
+    from orchestrator.runner import _plan_new_shard, shard_digest
+    from orchestrator.spool import ShardSpool
+    from orchestrator.suite import load_suite
+
+    resolved = load_suite({"metrics": metrics})
+    with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 1000,
+                    shard_bytes=shard_bytes, row_bytes=resolved.message_bytes) as spool:  # fmt: skip
+        for row in rows:
+            spool.add(row)
+        assert [k for s in spool for k in s.keys] == [r.key for r in rows]
+    return spool.shard_rows
+
+
+def test_shards_are_sized_by_the_messages_their_rows_are_sent_as_not_by_the_whole_rows() -> None:
+    """A message carries only the fields its metrics read: rows whose big contexts no metric reads are no reason for
+    small shards, and a row counts once per queue that scores it, as its fields there (contexts to the embed queue)."""
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    rows = [Row.model_validate(r | {"contexts": ["word " * 2000]}) for r in make_rows(200)]  # ~10 KB of contexts
+    whole = len(rows[0].model_dump_json(exclude_none=True))
+    assert _shard_rows_of(["exact_match"], rows, 10 * whole) == 1000  # 2 MB of whole rows, ~60 KB of messages
+    assert 8 <= _shard_rows_of(["exact_match", "context_relevance"], rows, 10 * whole) <= 11
+
+
+def test_a_target_runs_shards_are_sized_by_the_whole_rows_its_target_is_sent() -> None:
+    """A target stage's messages carry whole rows (its answered rows are the run's answers.jsonl)."""
+    from orchestrator.suite import load_suite
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    row = Row.model_validate(make_rows(1)[0] | {"contexts": ["word " * 2000]})
+    scored = load_suite({"metrics": ["exact_match"]}).message_bytes(row)
+    asked = load_suite({"metrics": ["exact_match"], "target": {"url": "http://127.0.0.1:9/ask"}}).message_bytes(row)
+    assert scored < 1000 < 10_000 < asked, (scored, asked)
 
 
 def test_small_rows_keep_the_shard_rows_given() -> None:
