@@ -1,12 +1,12 @@
 """bench.message_size — Redis memory held by a run's waiting task messages: whole rows vs the fields metrics read.
 
-``python -m bench.message_size [--n 5000] [--contexts 5] [--context-chars 1000]``: RAG rows (question, answer,
-reference, ``--contexts`` retrieved passages of ``--context-chars`` characters, ranked doc ids, gold id, group,
-metadata), a suite on three queues (cpu: ``exact_match``, ``recall_at_k``; embed:
-``answer_correctness``, ``context_relevance``; judge: ``answer_accuracy``), submitted by ``orchestrator.runner.submit``
+``python -m bench.message_size [--n 5000] [--contexts 5] [--context-chars 1000] [--add METRIC ...]``: RAG rows
+(question, answer, reference, ``--contexts`` retrieved passages of ``--context-chars`` characters, ranked doc ids, gold
+id, group, metadata), a suite on three queues (cpu: ``exact_match``, ``recall_at_k``; embed: ``answer_correctness``,
+``context_relevance``; judge: ``answer_accuracy``; ``--add``: more metrics), submitted by ``orchestrator.runner.submit``
 to a fresh private redis-server with no workers, so every scoring message waits in Redis. Measured: the server's
-``used_memory`` (INFO memory) after the submit, less that of the empty server, and each queue's list in bytes
-(``MEMORY USAGE``). Baseline: the same submit with every message carrying the whole row, as before ``MetricDef.reads``
+``used_memory`` (INFO memory) after the submit, less that of the empty server, and each queue's list in bytes (``MEMORY
+USAGE``). Baseline: the same submit with every message carrying the whole row, as before ``MetricDef.reads``
 (``ResolvedSuite.message_fields`` answering None, as for a metric that declares nothing). Ratio = trimmed ÷ whole.
 """
 
@@ -41,7 +41,7 @@ def rag_rows(n: int, contexts: int, context_chars: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _submitted(path: Path, tmp: Path, whole: bool) -> dict[str, float]:
+def _submitted(path: Path, tmp: Path, whole: bool, suite: dict[str, Any]) -> dict[str, float]:
     """Submit ``path`` to a fresh server; its memory once every message waits (``whole``: whole rows)."""
     from orchestrator.runner import connect, submit
     from orchestrator.suite import load_suite
@@ -55,7 +55,7 @@ def _submitted(path: Path, tmp: Path, whole: bool) -> dict[str, float]:
         empty = int(store.r.info("memory")["used_memory"])
         if whole:  # every message the whole row: what a suite of metrics that declare nothing sends
             planning.ResolvedSuite.message_fields = lambda self, names: None  # type: ignore[method-assign]
-        submit(path, load_suite(SUITE), store, broker=server.url)
+        submit(path, load_suite(suite), store, broker=server.url)
         used = int(store.r.info("memory")["used_memory"]) - empty
         queues = {q: int(store.r.memory_usage(q) or 0) / 1e6 for q in QUEUES}
     finally:
@@ -69,15 +69,17 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5_000)
     parser.add_argument("--contexts", type=int, default=5)
     parser.add_argument("--context-chars", type=int, default=1_000)
+    parser.add_argument("--add", nargs="*", default=[], metavar="METRIC", help="more metrics for the suite")
     args = parser.parse_args()
+    suite = SUITE | {"metrics": [*SUITE["metrics"], *args.add]}
     with tempfile.TemporaryDirectory(prefix="rsm-", dir="/tmp") as tmp:
         path = write_rows(Path(tmp) / "rows.jsonl", rag_rows(args.n, args.contexts, args.context_chars))
-        results = {"whole": _submitted(path, Path(tmp), whole=True),
-                   "trimmed": _submitted(path, Path(tmp), whole=False)}  # fmt: skip
+        results = {"whole": _submitted(path, Path(tmp), whole=True, suite=suite),
+                   "trimmed": _submitted(path, Path(tmp), whole=False, suite=suite)}  # fmt: skip
     names = ["used_mb", *(f"{q}_mb" for q in QUEUES)]
     ratios = {f: round(results["trimmed"][f] / results["whole"][f], 3) for f in names}
     table = [[kind, *(round(results[kind][f], 1) for f in names)] for kind in results] + [["ratio", *ratios.values()]]
-    print_table(["messages", *names], table, {"rows": args.n, **results, "ratio": ratios})
+    print_table(["messages", *names], table, {"rows": args.n, "added": args.add, **results, "ratio": ratios})
 
 
 if __name__ == "__main__":
