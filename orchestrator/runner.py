@@ -230,8 +230,8 @@ def submit(
 
     Each row is read and validated once: its shard is planned as it is read and kept in a :class:`ShardSpool` (on
     disk, compressed) until the whole dataset passed; a dataset that changes while it is read is refused. A shard holds
-    ``shard_rows`` rows, or fewer where the first ``shard_rows`` rows' messages are past ``shard_bytes`` (the run
-    records how many: a resume cuts the dataset alike).
+    ``shard_rows`` rows, or fewer where the first ``shard_rows`` rows' messages are past ``shard_bytes``, or their
+    whole JSON past ``SHARD_HELD_FACTOR`` times that (the run records how many: a resume cuts the dataset alike).
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).

@@ -67,6 +67,11 @@ DEFAULT_SHARD_ROWS = 10_000
 #: row (10,000 rows of 7 KB, an NLP-project row with its document, took 870 MB), so a dataset of big messages is cut
 #: into shards of fewer rows (:class:`~orchestrator.spool.ShardSpool`).
 DEFAULT_SHARD_BYTES = 16 * 1024 * 1024
+#: A shard's whole rows, as JSON, at most (about), as a multiple of its messages' bytes (``shard_bytes``): the
+#: orchestrator holds a shard's rows whole (~1.25 times their JSON) while it plans their messages, so a dataset whose
+#: big fields no metric reads (messages far smaller than the rows) is cut at 4 x 16 MiB of rows, not at ``shard_rows``
+#: rows of any size.
+SHARD_HELD_FACTOR = 4
 #: Questions per shard of a target run: its scoring starts when its shard's target calls are done, so
 #: smaller shards let scoring overlap the (rate-limited) target stage sooner.
 TARGET_SHARD_ROWS = 1_000

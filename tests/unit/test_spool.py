@@ -118,13 +118,18 @@ def _shard_rows_of(metrics: list[str], rows: list[Any], shard_bytes: int) -> int
 
 def test_shards_are_sized_by_the_messages_their_rows_are_sent_as_not_by_the_whole_rows() -> None:
     """A message carries only the fields its metrics read: rows whose big contexts no metric reads are no reason for
-    small shards, and a row counts once per queue that scores it, as its fields there (contexts to the embed queue)."""
+    small shards, and a row counts once per queue that scores it, as its fields there (contexts to the embed queue).
+    The rows are held whole while their shard is planned: their whole JSON still cuts it, at ``SHARD_HELD_FACTOR``
+    times ``shard_bytes`` (the orchestrator's memory held ~2 GB of 10,000 rows of 200 KB that only exact_match read)."""
+    from ragscore_workers.planning import SHARD_HELD_FACTOR
     from ragscore_workers.schemas import Row
     from tests.support import make_rows
 
     rows = [Row.model_validate(r | {"contexts": ["word " * 2000]}) for r in make_rows(200)]  # ~10 KB of contexts
     whole = len(rows[0].model_dump_json(exclude_none=True))
-    assert _shard_rows_of(["exact_match"], rows, 10 * whole) == 1000  # 2 MB of whole rows, ~60 KB of messages
+    assert _shard_rows_of(["exact_match"], rows, 100 * whole) == 1000  # 2 MB of whole rows, ~60 KB of messages
+    held = _shard_rows_of(["exact_match"], rows, 10 * whole)  # messages of ~10 rows' JSON: 1/30 of it
+    assert 10 * SHARD_HELD_FACTOR - 2 <= held <= 10 * SHARD_HELD_FACTOR + 1, held
     assert 8 <= _shard_rows_of(["exact_match", "context_relevance"], rows, 10 * whole) <= 11
 
 
