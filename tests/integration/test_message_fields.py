@@ -95,6 +95,18 @@ def test_metrics_that_only_ask_whether_contexts_exist_are_sent_them_without_thei
     assert [row["contexts"] for row in embed] == [row["contexts"] for row in rows]
 
 
+@pytest.mark.parametrize("other", ["verbatim", "checks"])
+def test_contexts_sent_with_a_metric_that_reads_their_text_or_declares_nothing_keep_it(
+    other: str, tmp_path: Path
+) -> None:
+    """``quality_checks`` shares the cpu queue's messages with ``verbatim`` (which reads the contexts' text) or
+    ``checks`` (which declares nothing: the whole row): those messages carry every context's text, never the
+    placeholder, which ``verbatim`` would find no quote in."""
+    rows = _rich_rows(6)
+    cpu = _queued_after_submit(rows, {"metrics": ["quality_checks", other]}, tmp_path)["cpu"]
+    assert [row["contexts"] for row in cpu] == [[{"text": row["contexts"][0]}] for row in rows]
+
+
 def test_a_submission_cuts_its_shards_by_the_messages_not_by_the_whole_rows(tmp_path: Path) -> None:
     """Rows whose long contexts no metric of the suite reads are sent without them: their shards are not cut short by
     the contexts' bytes (``shard_bytes``: 20 whole rows), the run records the ``shard_rows`` given."""
