@@ -354,6 +354,11 @@ def celery_workers(pid: int) -> list[psutil.Process]:
     return [child for child in psutil.Process(pid).children() if "celery" in command_line(child)]
 
 
+def worker_said(home: Path, text: str) -> bool:
+    """Whether a log of the ``ragscore worker`` whose RAGSCORE_HOME is ``home`` says ``text``."""
+    return any(text in p.read_text(errors="replace") for p in home.rglob("*.log"))
+
+
 def tls_certificates(tmp: Path) -> dict[str, Path]:
     """A throwaway CA and a server certificate for 127.0.0.1, made with openssl."""
     ca_key, ca_crt, key, csr, crt = (tmp / n for n in ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt"))
