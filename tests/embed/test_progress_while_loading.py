@@ -240,6 +240,7 @@ def test_a_load_that_fails_while_redis_is_down_raises_its_own_error_not_one_chai
 BLOCK_S = 30
 
 
+@pytest.mark.serial  # timed: the block ends within BLOCK_S (30 s), not the client's 60 s timeout a try
 @pytest.mark.parametrize("stopped", ["before the block", "during the block"])
 def test_a_noted_block_never_waits_on_a_redis_that_does_not_answer(tmp_path: Path, stopped: str) -> None:
     """A chunk's encoding waited for a hung Redis (SIGSTOP: connections open, nothing answers): the note's first write,
