@@ -488,9 +488,10 @@ def test_the_vector_cache_leaves_a_full_redis_to_the_run_store(tmp_path: Path, h
     rows = [
         {"id": f"r{i}", "question": f"What happened in year {1700 + i}?", "answer": f"Event {i} happened. It mattered.",
          "reference": f"Event {i}.", "contexts": [f"In {1700 + i} event {i} took place.", f"Context {i} two."]}
-        for i in range(400)
+        for i in range(150)
     ]  # fmt: skip
-    # About 2,800 distinct texts: 4.8 MB of vectors, more than the 4 MB Redis holds.
+    # About 1,050 distinct texts: 2 MB of vectors, more than the 4 MB Redis has room for beside its own ~0.9 MB and the
+    # run's keys and messages (~1.5 MB).
     server = RedisProcess(tmp_path / "redis", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").start()
     worker = WorkerProcess(server.url, "embed", home).start()
     try:
@@ -500,7 +501,7 @@ def test_the_vector_cache_leaves_a_full_redis_to_the_run_store(tmp_path: Path, h
     finally:
         worker.stop()
         server.stop()
-    assert result.summary.scored == 400 and all(m.errors == 0 for m in result.summary.metrics.values())
+    assert result.summary.scored == 150 and all(m.errors == 0 for m in result.summary.metrics.values())
     assert 0 < cached < result.summary.embedding["encoded"]  # cached while there was room, then no more
     assert used < 4 * 1024 * 1024
 
