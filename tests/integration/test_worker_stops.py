@@ -30,8 +30,20 @@ pytestmark = pytest.mark.integration
 
 #: Seconds each row's metric takes: the worker holds its message past ORPHAN_SETTLED_S while it stops, with room on a
 #: loaded host for the signal, the stopping key and a status (each ``held_messages`` asks the workers for ~2 s) before
-#: it is done (12 s left ~2 s of room).
+#: it is done (12 s left ~2 s of room). A test that is done with a held row ends it at once (:func:`_release`).
 SLEEP_S = 30.0
+
+
+def _slow_rows(tmp_path: Path, n: int, sleep_s: float) -> list[dict[str, object]]:
+    """``n`` rows of the slow test plug-in's metric, each taking ``sleep_s``, or less once :func:`_release` ran."""
+    release = str(tmp_path / "release")
+    return [{"id": f"q{i}", "answer": "a", "reference": "a", "metadata": {"sleep_ms": sleep_s * 1000,
+             "until_file": release}} for i in range(n)]  # fmt: skip
+
+
+def _release(tmp_path: Path) -> None:
+    """End the sleep of every row of :func:`_slow_rows` (the one running now and each run later) at once."""
+    (tmp_path / "release").touch()
 
 
 def _status(store, run_id: str) -> str:  # type: ignore[no-untyped-def]
@@ -59,7 +71,7 @@ def _started(store, run_id: str) -> bool:  # type: ignore[no-untyped-def]
 def _taken_by_a_running_worker(tmp_path: Path, worker: WorkerProcess) -> tuple[RunStore, str]:
     """A store and a run of one slow row (SLEEP_S) whose message ``worker`` (started here) holds now."""
     store = connect(worker.env["RAGSCORE_BROKER_URL"])
-    rows = [{"id": "q0", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 1000}}]
+    rows = _slow_rows(tmp_path, 1, SLEEP_S)
     suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
     run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
     worker.start()
@@ -86,11 +98,12 @@ def _says_who_holds(said: list[str], text: str) -> bool:
     return "being finished by worker" in text or "held by a worker that stopped" in text
 
 
-def _stopping_key_writes(client: redis.Redis) -> redis.client.PubSub:
-    """A subscription to Redis' notifications of each write (SET) of a ``ragscore:stopping:`` key from now on."""
-    client.config_set("notify-keyspace-events", "K$")
+def _stopping_key_writes(client: redis.Redis, keys: str = f"{STOPPING_PREFIX}*") -> redis.client.PubSub:
+    """A subscription to Redis' notifications of each write of a key matching ``keys`` (by default the ``ragscore:
+    stopping:`` keys) from now on: each is caught, however short the key lived."""
+    client.config_set("notify-keyspace-events", "KA")
     writes = client.pubsub()
-    writes.psubscribe(f"__keyspace@*__:{STOPPING_PREFIX}*")
+    writes.psubscribe(f"__keyspace@*__:{keys}")
     assert (writes.get_message(timeout=30) or {}).get("type") == "psubscribe"  # subscribed before what it awaits
     return writes
 
@@ -150,6 +163,7 @@ def test_a_worker_stopping_cleanly_is_said_to_finish_its_items_one_killed_to_hol
             assert "1 item of this run (1 on cpu) is being finished by worker cpu" in said, said
             assert "which is stopping" in said and "held by a worker that stopped" not in said, said
         if stop.startswith("sigterm") and stop != "sigterm-then-kill":
+            _release(tmp_path)
             assert worker.proc.wait(60) == 0
             assert until(lambda: not stopping_workers(store.r), 10), "its key outlived it"
             assert not store.r.exists(STOPPING_INDEX) and not store.r.keys(f"{STOPPING_PREFIX}*")
@@ -177,6 +191,7 @@ def test_the_progress_line_of_a_run_whose_work_a_killed_worker_holds_says_when_i
     try:
         store, run_id = _held_by_a_running_worker(tmp_path, worker)
         _celery_main(worker).send_signal(signal.SIGKILL)  # `ragscore worker` starts another, which takes nothing
+        _release(tmp_path)  # the killed one's child died with it (pdeathsig): the row, sent again, ends at once
         out = io.StringIO()
         summary = wait(store, run_id, PlainProgress(out), timeout_s=300, stall_s=40, consumer_check_s=2)
         assert summary.metrics["slow_exact"].n == 1
@@ -286,10 +301,7 @@ def test_a_worker_in_a_cold_shutdown_never_says_it_is_finishing_what_it_holds(
     worker = _slow_cpu_worker(server.url, tmp_path, monkeypatch)
     try:
         store, run_id = _held_by_a_running_worker(tmp_path, worker)
-        store.r.config_set("notify-keyspace-events", "KA")
-        writes = store.r.pubsub()
-        writes.psubscribe(f"__keyspace@*__:{STOPPING_INDEX}*")
-        assert writes.get_message(timeout=30)["type"] == "psubscribe"  # subscribed before the signal
+        writes = _stopping_key_writes(store.r, f"{STOPPING_INDEX}*")  # the index and each worker's key
         main = _celery_main(worker)
         main.send_signal(signal.SIGQUIT)
         main.wait(60)
@@ -313,8 +325,7 @@ def test_a_stopping_worker_is_said_to_finish_only_what_it_runs_its_prefetch_to_g
     try:
         store = connect(server.url)
         # twice SLEEP_S: its first chunk must still run through two more status reads and a renewal after the signal
-        rows = [{"id": f"q{i}", "answer": "a", "reference": "a", "metadata": {"sleep_ms": SLEEP_S * 2000}}
-                for i in range(3)]  # fmt: skip
+        rows = _slow_rows(tmp_path, 3, SLEEP_S * 2)
         suite = load_suite({"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}})
         run_id = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store).run_id
         worker.start()
@@ -331,6 +342,7 @@ def test_a_stopping_worker_is_said_to_finish_only_what_it_runs_its_prefetch_to_g
             assert "1 item of this run (1 on cpu) is being finished by worker cpu" in text, text
             assert "2 items it took and did not start (2 on cpu) go back to the queue as it exits" in text, text
             assert "held by a worker that stopped" not in text, text
+        _release(tmp_path)
         assert worker.proc.wait(SLEEP_S * 4) == 0
         assert (held_messages(store, run_id).held, store.broker.llen("cpu")) == (0, 2)
     finally:
