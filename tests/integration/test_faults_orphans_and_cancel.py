@@ -35,13 +35,9 @@ from ..support import (
     until,
     write_jsonl,
 )
+from .faults import SUITE
 
-# It kills and hangs Redis and workers. Only the tests whose assertions are timed (how soon a run gets over it: "ends
-# soon", "within N s", ETAs, a rate of asks, a hang timed against a read timeout) are marked serial; the others
-# assert what happens, whenever it does, and run in the parallel pass.
-pytestmark = pytest.mark.integration
-
-SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k": [1, 5]}}], "chunk_size": {"cpu": 25}}
+pytestmark = pytest.mark.integration  # timed assertions only are marked serial (see .faults)
 
 
 def test_status_says_the_held_work_of_a_killed_worker_beside_a_live_one_too_busy_to_answer(
