@@ -264,6 +264,13 @@ class WorkerProcess:
         self.env = {**os.environ, "RAGSCORE_BROKER_URL": broker_url, "RAGSCORE_HOME": str(home)}
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def short_visibility(self, visibility_s: int) -> WorkerProcess:
+        """This worker (not started), its messages back in their queue ``visibility_s`` after it vanished: a visibility
+        timeout below the hard time limits, allowed for tests (their tasks take seconds)."""
+        self.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = str(visibility_s)
+        self.env["RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT"] = "1"
+        return self
+
     def start(self) -> WorkerProcess:
         self.proc = subprocess.Popen(self.args, env=self.env, cwd=ROOT, start_new_session=True)
         return self

@@ -48,9 +48,8 @@ def _run_with_kill(tmp_path: Path, kill: str, visibility_s: int = 4) -> None:
     """Kill worker processes mid-run. A message kombu loses in the kill is re-submitted by wait()'s stall
     recovery (RAGSCORE_STALL_S is 5 s in these tests)."""
     server = RedisProcess(tmp_path / "redis").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2)
-    worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = str(visibility_s)  # 4: a vanished worker's messages return soon
-    worker.env["RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT"] = "1"  # below the hard limits: these tasks take seconds
+    # 4 s: a vanished worker's messages return soon
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2).short_visibility(visibility_s)
     worker.start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=3))

@@ -111,9 +111,7 @@ def test_the_tests_tls_redis_takes_other_ports_when_its_tls_port_was_taken(tmp_p
 def test_a_redis_restart_mid_run_with_aof_finishes_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGSCORE_STALL_S", "5")  # what AOF's last second lost is re-submitted
     server = RedisProcess(tmp_path / "redis", "--appendonly", "yes", "--appendfsync", "everysec").start()
-    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2)
-    worker.env["RAGSCORE_VISIBILITY_TIMEOUT_S"] = "5"
-    worker.env["RAGSCORE_ALLOW_SHORT_VISIBILITY_TIMEOUT"] = "1"  # below the hard limits: these tasks take seconds
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=2).short_visibility(5)
     worker.start()
     try:
         data = write_jsonl(tmp_path / "d.jsonl", make_rows(6000, seed=4))
