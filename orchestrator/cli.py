@@ -19,7 +19,7 @@ from rich.text import Text
 
 from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, close_names, counted, did_you_mean
-from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError
+from ragscore_workers.errors import BrokerError, ConfigError, DatasetError, RagscoreError, raise_problems
 from ragscore_workers.redaction import redact_url
 from ragscore_workers.settings import check_redis_url, get_settings
 
@@ -198,6 +198,24 @@ def _without(resolved, *, no_target: bool, no_cache: bool):
     if no_target:
         resolved = load_suite(resolved.suite.model_copy(update={"target": None, "targets": []}))
     return without_caches(resolved) if no_cache else resolved
+
+
+def _new_run_inputs(dataset: Path, suite: Path, **options: Any) -> ResolvedSuite:
+    """:func:`_new_run_suite` of ``suite`` with ``options``, after checking that ``dataset`` is there: a missing
+    dataset and a suite that cannot be used are said together, a line each (fixed in one go, not one a run)."""
+    from .datasets import check_dataset_exists
+
+    try:
+        check_dataset_exists(dataset)
+    except DatasetError as exc:
+        missing = exc
+    else:
+        return _new_run_suite(suite, **options)
+    try:
+        _new_run_suite(suite, **options)
+    except ConfigError as suite_error:
+        raise_problems([("", ConfigError(str(missing))), ("", suite_error)], subject="input")
+    raise missing
 
 
 def _new_run_suite(
@@ -410,8 +428,8 @@ def run_cmd(
         raise ConfigError(f"--out {out} is a file; reports go to a directory")
     if debug_on_fail and (not is_embedded(broker) or not sys.stdin.isatty()):
         raise ConfigError("--debug-on-fail needs an embedded run started from a terminal")
-    resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
-                              max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
+    resolved = _new_run_inputs(dataset, suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
+                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     gates = GatePlan.build(
         resolved.suite.gates, resolved.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
         tolerance=tolerance, junit=junit, junit_items=junit_items,
@@ -888,8 +906,8 @@ def submit(
     from .runner import submit as submit_run
 
     limits = _judge_limits(rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd)
-    resolved = _new_run_suite(suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
-                              max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
+    resolved = _new_run_inputs(dataset, suite, chunk_size=chunk_size, no_target=no_target, no_cache=no_cache,
+                               max_cost=max_cost, max_tokens=max_tokens, limits=limits)  # fmt: skip
     if is_embedded(broker):
         raise ConfigError("submit needs a cluster: pass --broker or set RAGSCORE_BROKER_URL")
     check_question_time(resolved)  # before the broker is reached

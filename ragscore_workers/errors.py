@@ -118,8 +118,8 @@ class UnknownMetrics(SuiteProblems, UnknownMetricError):
     (around evaluate(), or a worker's plug-in hint) catches it as it did when an unknown metric was said alone. Its
     ``name``, ``suggestions`` and ``owners`` are the first unknown metric's."""
 
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        super().__init__(problems)
+    def __init__(self, problems: Sequence[Problem], *, subject: str = "suite") -> None:
+        super().__init__(problems, subject=subject)
         first = next(e for e in self.errors if isinstance(e, UnknownMetricError))
         self.name, self.suggestions, self.owners = first.name, first.suggestions, first.owners
 
@@ -154,7 +154,7 @@ def raise_problems(problems: Sequence[Problem], *, subject: str = "suite") -> No
         raise error
     if flat:
         unknown = any(isinstance(e, UnknownMetricError) for _, e in flat)
-        raise UnknownMetrics(flat) if unknown else SuiteProblems(flat, subject=subject)
+        raise UnknownMetrics(flat, subject=subject) if unknown else SuiteProblems(flat, subject=subject)
 
 
 class DatasetError(RagscoreError):

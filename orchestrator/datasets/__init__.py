@@ -1,6 +1,6 @@
 """Reading datasets: format loaders and row validation."""
 
-from .loaders import FORMATS, READER_VERSION, RowError, detect_format, iter_records
+from .loaders import FORMATS, READER_VERSION, RowError, check_dataset_exists, detect_format, iter_records
 from .rows import (
     DatasetScan,
     Named,
@@ -18,6 +18,7 @@ __all__ = [
     "DatasetScan",
     "Named",
     "RowError",
+    "check_dataset_exists",
     "dataset_files",
     "dataset_fingerprint",
     "detect_format",

@@ -34,8 +34,8 @@ from ragscore_workers.errors import DatasetError
 from ..caller import CLI, Caller
 
 __all__ = [
-    "ALL_FORMATS", "FORMATS", "READER_VERSION", "SEED_FORMATS", "RowError", "detect_format", "iter_records",
-    "loads_json",
+    "ALL_FORMATS", "FORMATS", "READER_VERSION", "SEED_FORMATS", "RowError", "check_dataset_exists", "detect_format",
+    "iter_records", "loads_json",
 ]  # fmt: skip
 
 #: How these loaders read a dataset's bytes into rows, part of its fingerprint (``rows.dataset_fingerprint``): bump
@@ -1094,6 +1094,12 @@ def files_named_like(path: Path) -> str:
     return f" ({did_you_mean([str(path.with_name(name)) for name in like])})" if like else ""
 
 
+def check_dataset_exists(path: Path) -> None:
+    """DatasetError naming ``path`` (and the files of its folder named like it) where nothing is there."""
+    if not path.exists():
+        raise DatasetError(f"Dataset not found: {path}{files_named_like(path)}")
+
+
 def iter_records(
     path: Path, fmt: str | None = None, options: dict[str, Any] | None = None, caller: Caller = CLI
 ) -> Iterator[tuple[int, Record | RowError]]:
@@ -1102,8 +1108,7 @@ def iter_records(
     ``options`` are reader options of a seed format (nlp-project: ``predictions``, ``corpus``, ``system``;
     auto-analyst: ``system``). ``caller``: whose options (``--format`` or ``fmt=``) its errors and hints name.
     """
-    if not path.exists():
-        raise DatasetError(f"Dataset not found: {path}{files_named_like(path)}")
+    check_dataset_exists(path)
     _refuse_binary(path)
     _refuse_directory(path, fmt, caller)
     fmt = fmt or detect_format(path, options, caller)

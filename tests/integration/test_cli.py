@@ -208,6 +208,20 @@ def test_a_missing_dataset_or_suite_file_names_the_file_of_its_folder_named_like
     assert f"Suite file not found: {tmp_path / 'suite.yml'} (did you mean '{suite}'?)" in said[1], said
 
 
+@pytest.mark.parametrize("command", ["run", "submit"])
+def test_a_missing_dataset_and_a_missing_suite_are_both_named_in_one_error(
+    tmp_path: Path, home: Path, command: str
+) -> None:
+    """`ragscore run nodata.jsonl --suite nosuite.yaml` said only "Suite file not found": the user fixed it, ran
+    again, and only then learnt that the dataset was missing too. Both are said at once, a line each, exit 2."""
+    data, suite = tmp_path / "nodata.jsonl", tmp_path / "nosuite.yaml"
+    broker = ["--broker", "redis://127.0.0.1:9/0"] if command == "submit" else ["--dry-run"]
+    refused = ragscore(command, str(data), "--suite", str(suite), *broker, home=home, env={"COLUMNS": "300"})
+    assert refused.returncode == 2, refused.stderr
+    said = f"2 problems:\n  Dataset not found: {data}\n  Suite file not found: {suite}"
+    assert said in refused.stderr, refused.stderr
+
+
 def test_a_misspelt_column_of_a_field_a_metric_needs_is_named_before_the_run(tmp_path: Path, home: Path) -> None:
     """A dataset whose `reference` column was typed `refrence` was warned of as "no row has 'reference', which
     exact_match needs: it will score no item (is it a column named otherwise?)", which named no column: the near-miss
