@@ -718,7 +718,8 @@ def first_stop_signal() -> int | None:
 def stop_again(signum: int | None) -> str:
     """How a process stopping on ``signum`` (``ragscore worker``'s, an embedded ``ragscore run``'s) is stopped at once:
     the same signal again, said as its sender sends it (a supervisor's second SIGTERM, a terminal's Ctrl-C), any other
-    stop signal doing it too."""
+    stop signal doing it too; Ctrl-C not offered where SIGINT is ignored (a script's background job: ``cmd &``)."""
     if signum in (None, signal.SIGINT):  # None: a KeyboardInterrupt none of our handlers raised (Python's, Ctrl-C)
         return "Ctrl-C again"
-    return f"send {signal.Signals(signum).name} again (or Ctrl-C)"
+    again = f"send {signal.Signals(signum).name} again"
+    return again if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else f"{again} (or Ctrl-C)"

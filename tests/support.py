@@ -41,11 +41,20 @@ _SIGINT_DEFAULT = (
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"
 )
 
+#: The same, with SIGINT ignored (a shell script's ``cmd &``).
+_SIGINT_IGNORED = _SIGINT_DEFAULT.replace("signal.SIG_DFL", "signal.SIG_IGN")
+
 
 def interruptible(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(args, **popen)`` for a child a test sends SIGINT (Ctrl-C) to: it gets it whatever the
     test's own SIGINT disposition (an exec wrapper, not ``preexec_fn``: safe beside the tests' threads)."""
     return subprocess.Popen([sys.executable, "-c", _SIGINT_DEFAULT, *args], **popen)
+
+
+def as_background_job(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(args, **popen)`` for a child started as a shell script's background job (``cmd &``, job
+    control off): SIGINT ignored, as the shell starts it, whatever the test's own disposition."""
+    return subprocess.Popen([sys.executable, "-c", _SIGINT_IGNORED, *args], **popen)
 
 
 def interrupted_once_said(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,6 +29,7 @@ from ..support import (
     ROOT,
     RedisProcess,
     WorkerProcess,
+    as_background_job,
     celery_workers,
     closed_port,
     command_line,
@@ -620,13 +622,15 @@ def test_embedded_redis_is_reused_by_a_concurrent_run_and_shut_down_by_the_last(
     assert not holder._ping()
 
 
-def _start_run(tmp_path: Path, home: Path, rows: int, *extra: str, **popen: Any) -> subprocess.Popen[str]:
+def _start_run(
+    tmp_path: Path, home: Path, rows: int, *extra: str, start: Callable[..., Any] = interruptible, **popen: Any
+) -> subprocess.Popen[str]:
     """An embedded ``ragscore run`` of ``rows`` rows into ``tmp_path/o``, in the background (ten rows a task: long
-    enough to be stopped mid-run)."""
+    enough to be stopped mid-run); ``start``: how (:func:`as_background_job`: SIGINT ignored)."""
     data = write_jsonl(tmp_path / "d.jsonl", make_rows(rows))
     env = {**os.environ, "RAGSCORE_HOME": str(home)}
     env.pop("RAGSCORE_BROKER_URL", None)
-    return interruptible(
+    return start(
         [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(_suite(tmp_path, GOOD_SUITE)),
          "--out", str(tmp_path / "o"), "--chunk-size", "cpu=10", *extra],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
@@ -684,6 +688,23 @@ def test_sigterm_of_a_followed_run_says_to_send_sigterm_again_to_stop_at_once(tm
     assert proc.returncode == 130, stderr
     assert ("stopping the workers (up to 15 s; send SIGTERM again (or Ctrl-C) to stop at once): what they are scoring "
             "is cut short; the resume scores it again") in stderr, stderr  # fmt: skip
+
+
+def test_a_scripts_background_run_ignores_ctrl_c_and_offers_only_sigterm_to_stop_at_once(
+    tmp_path: Path, home: Path
+) -> None:
+    """A run a script started in the background (``ragscore run ... &``: the shell ignores SIGINT for it) goes on
+    through a Ctrl-C, as its shell means; stopped by SIGTERM it said "send SIGTERM again (or Ctrl-C)", offering a
+    Ctrl-C that does nothing to it. It names SIGTERM alone."""
+    proc = _start_run(tmp_path, home, 10000, start=as_background_job)
+    assert proc.stderr is not None
+    lines_until(proc.stderr, "item×metric outputs (", 240)  # followed: a progress line
+    proc.send_signal(signal.SIGINT)  # ignored: were it not, the stop below would be this Ctrl-C's
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 130, stderr
+    assert ("stopping the workers (up to 15 s; send SIGTERM again to stop at once): what they are scoring is cut "
+            "short; the resume scores it again") in stderr, stderr  # fmt: skip
 
 
 def test_ctrl_c_while_the_rows_are_sent_says_what_becomes_of_those_sent(tmp_path: Path, home: Path) -> None:
