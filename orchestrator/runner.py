@@ -621,6 +621,7 @@ def resume(
         store.reset_redo(run_id)
         if not recovery:
             reset_breakers(store, run_id, resolved)
+            store.forget_every_delivery(run_id)
         ticker.say(f"looking up what the store lacks, shard by shard ({total:,} rows)")
         for index, (rows, complete, looked_up) in enumerate(stream):
 

@@ -1700,6 +1700,12 @@ class RunStore:
             pipe.expire(name, self.ttl_s)
             pipe.execute()
 
+    def forget_every_delivery(self, run_id: str) -> None:
+        """A user's resume: forget the deliveries and careful marks every earlier generation left (a run's stop, a
+        Ctrl-C, cuts its workers' chunks short: not deaths its items caused), so no item of it is scored carefully,
+        one at a time, or failed as one its process died on. A stall recovery keeps them: it counts real deaths."""
+        self.r.delete(self.key(run_id, "deliveries"), self.key(run_id, "scoring"))
+
     def mark_scoring(self, run_id: str, queue: str, key: str, on: bool) -> None:
         """Careful mode: mark the item being scored (a mark left behind names the item its process died on)."""
         name = self.key(run_id, "scoring")

@@ -937,3 +937,23 @@ def test_a_stalled_run_whose_stored_suite_is_now_refused_says_what_to_do_when_wa
     ), said
     assert "What it scored stays readable (ragscore status, report)" in said, said
     assert said.endswith("run the dataset again with the suite fixed"), said
+
+
+def test_a_resume_does_not_take_the_chunks_a_stop_cut_short_for_ones_that_killed_their_worker(tmp_path: Path) -> None:
+    """A Ctrl-C stops an embedded run's workers mid-chunk: those chunks' deliveries never end. Its resume scored them
+    carefully (one item at a time: an embed chunk of 64 texts went at a text a call), and a second Ctrl-C during that
+    careful delivery left a mark that made the next resume fail the item "the worker process died while scoring this
+    item (delivery 2); not retried again". A user's resume forgets them: every item is scored, none failed."""
+    with _submitted(tmp_path, 60, seed=11, shard_rows=60) as (store, sub, worker):
+        keys = store.shard_keys(sub.run_id, 0)
+        # what two stops leave: a chunk cut short twice, the second time while it scored its first item carefully
+        store.start_delivery(sub.run_id, "cpu", keys[:20])
+        store.start_delivery(sub.run_id, "cpu", keys[:20])
+        store.mark_scoring(sub.run_id, "cpu", keys[0], True)
+        resume(store, sub.run_id)
+        worker.start()
+        final = wait(store, sub.run_id, timeout_s=300)
+        assert final.state == RunState.FINISHED and final.items == 60
+        died = [f for fields in store.item_fields(sub.run_id, keys) for f in fields.values() if "died" in f]
+        assert not died, died
+        assert store.progress(sub.run_id)["done"] == 60 * 4  # every output exactly once
