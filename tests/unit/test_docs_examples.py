@@ -187,6 +187,40 @@ def test_each_command_line_the_docs_show_names_only_options_its_command_takes() 
     assert wrong == []
 
 
+#: Each ``python -m tests.fakes.fake_provider ...`` the docs show (docs/judge.md's local judge): its options.
+FAKE_PROVIDER_LINES = sorted(
+    {
+        m.group(1)
+        for doc in DOCS
+        for m in re.finditer(r"python -m tests\.fakes\.fake_provider([^`&#\n]*)", doc.read_text())
+    }
+)
+
+
+def test_each_fake_provider_command_line_the_docs_show_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/judge.md starts the fake provider by hand to try a judge locally: the options it shows are the server's
+    own (parsed by its parser, nothing started)."""
+    from tests.fakes import fake_provider
+
+    assert FAKE_PROVIDER_LINES, "docs/judge.md shows how to start the fake provider"
+    for arguments in FAKE_PROVIDER_LINES:
+        with pytest.raises(_Parsed):
+            monkeypatch.setattr(argparse.ArgumentParser, "parse_args", _parsed_strictly(arguments.split()))
+            fake_provider.main()
+
+
+def _parsed_strictly(argv: list[str]) -> Any:
+    """A stand-in for ``ArgumentParser.parse_args`` that parses ``argv`` (an unknown option fails the test, as
+    argparse exits 2) and then stops the program before it starts anything."""
+    real = argparse.ArgumentParser.parse_args
+
+    def parse_args(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        real(self, argv)
+        raise _Parsed(self)
+
+    return parse_args
+
+
 #: Suites holding the mistakes whose messages docs/cli.md's "The suite file" quotes.
 MISTAKEN_SUITES: list[dict[str, Any]] = [
     {"metrics": ["exact_mach", {"name": "rubric_judge", "params": {"bogus": 1}}]},
