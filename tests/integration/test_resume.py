@@ -957,3 +957,37 @@ def test_a_resume_does_not_take_the_chunks_a_stop_cut_short_for_ones_that_killed
         died = [f for fields in store.item_fields(sub.run_id, keys) for f in fields.values() if "died" in f]
         assert not died, died
         assert store.progress(sub.run_id)["done"] == 60 * 4  # every output exactly once
+
+
+def test_a_resume_still_fails_an_item_that_kills_its_worker_every_time_after_bounded_deliveries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's resume forgets the deliveries an earlier stop left (a careful delivery cut short on an item looks as a
+    death on it). An item that really kills its process at every delivery is then delivered afresh: it must still be
+    failed after bounded deliveries (first, careful, then failed), never looped, and the rest of the run scored."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.crash")
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "home", concurrency=1)
+    try:
+        rows = make_rows(40, seed=13)
+        rows[13]["metadata"] = {"crash": True}
+        store = connect(server.url)
+        suite = load_suite({"metrics": ["exact_match", "crash_on_flag"], "chunk_size": {"cpu": 20}})
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store, shard_rows=40)
+        keys = store.shard_keys(sub.run_id, 0)
+        # what a stop leaves: the poisoned item's chunk delivered twice, the careful delivery cut short on it
+        store.start_delivery(sub.run_id, "cpu", keys[:20])
+        store.start_delivery(sub.run_id, "cpu", keys[:20])
+        store.mark_scoring(sub.run_id, "cpu", keys[13], True)
+        resume(store, sub.run_id)
+        worker.start()
+        final = wait(store, sub.run_id, timeout_s=300)
+        assert final.state == RunState.FINISHED and final.items == 40
+        fields = dict(zip(keys, store.item_fields(sub.run_id, keys), strict=True))
+        assert "worker process died while scoring this item" in fields[keys[13]]["crash_on_flag"]
+        scored = [k for k in keys if k != keys[13] and json.loads(fields[k]["crash_on_flag"][1:])["score"] == 1.0]
+        assert len(scored) == 39
+        assert store.progress(sub.run_id)["done"] == 40 * 2  # every output exactly once
+    finally:
+        worker.stop()
+        server.stop()
