@@ -20,7 +20,7 @@ from orchestrator.reports.markdown import render_markdown
 from orchestrator.runner import Submitted, cancel, connect, resume, run, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError, DatasetError
-from ragscore_workers.schemas import MetricResult
+from ragscore_workers.schemas import MetricResult, RunSummary
 from ragscore_workers.store import RunState, RunStore
 
 from ..fakes.fake_rag import questions
@@ -939,6 +939,19 @@ def test_a_stalled_run_whose_stored_suite_is_now_refused_says_what_to_do_when_wa
     assert said.endswith("run the dataset again with the suite fixed"), said
 
 
+def _resumed_after_two_cut_deliveries(
+    store: RunStore, run_id: str, chunk: list[str], marked: str, worker: WorkerProcess
+) -> RunSummary:
+    """The run resumed, its cpu worker started and the run waited for, after two deliveries of ``chunk`` cut short (as
+    two stops leave them), the second while it scored ``marked`` carefully; returns :func:`wait`'s summary."""
+    store.start_delivery(run_id, "cpu", chunk)
+    store.start_delivery(run_id, "cpu", chunk)
+    store.mark_scoring(run_id, "cpu", marked, True)
+    resume(store, run_id)
+    worker.start()
+    return wait(store, run_id, timeout_s=300)
+
+
 def test_a_resume_does_not_take_the_chunks_a_stop_cut_short_for_ones_that_killed_their_worker(tmp_path: Path) -> None:
     """A Ctrl-C stops an embedded run's workers mid-chunk: those chunks' deliveries never end. Its resume scored them
     carefully (one item at a time: an embed chunk of 64 texts went at a text a call), and a second Ctrl-C during that
@@ -947,12 +960,7 @@ def test_a_resume_does_not_take_the_chunks_a_stop_cut_short_for_ones_that_killed
     with _submitted(tmp_path, 60, seed=11, shard_rows=60) as (store, sub, worker):
         keys = store.shard_keys(sub.run_id, 0)
         # what two stops leave: a chunk cut short twice, the second time while it scored its first item carefully
-        store.start_delivery(sub.run_id, "cpu", keys[:20])
-        store.start_delivery(sub.run_id, "cpu", keys[:20])
-        store.mark_scoring(sub.run_id, "cpu", keys[0], True)
-        resume(store, sub.run_id)
-        worker.start()
-        final = wait(store, sub.run_id, timeout_s=300)
+        final = _resumed_after_two_cut_deliveries(store, sub.run_id, keys[:20], keys[0], worker)
         assert final.state == RunState.FINISHED and final.items == 60
         died = [f for fields in store.item_fields(sub.run_id, keys) for f in fields.values() if "died" in f]
         assert not died, died
@@ -976,12 +984,7 @@ def test_a_resume_still_fails_an_item_that_kills_its_worker_every_time_after_bou
         sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), suite, store, shard_rows=40)
         keys = store.shard_keys(sub.run_id, 0)
         # what a stop leaves: the poisoned item's chunk delivered twice, the careful delivery cut short on it
-        store.start_delivery(sub.run_id, "cpu", keys[:20])
-        store.start_delivery(sub.run_id, "cpu", keys[:20])
-        store.mark_scoring(sub.run_id, "cpu", keys[13], True)
-        resume(store, sub.run_id)
-        worker.start()
-        final = wait(store, sub.run_id, timeout_s=300)
+        final = _resumed_after_two_cut_deliveries(store, sub.run_id, keys[:20], keys[13], worker)
         assert final.state == RunState.FINISHED and final.items == 40
         fields = dict(zip(keys, store.item_fields(sub.run_id, keys), strict=True))
         assert "worker process died while scoring this item" in fields[keys[13]]["crash_on_flag"]
