@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from ragscore_workers.counts import thousands
 from ragscore_workers.schemas import JudgeConfig, Pace, TargetConfig, paced_per_second
+from ragscore_workers.store import work_before
 
 __all__ = [
     "QUEUE_FLOORS",
@@ -79,16 +80,31 @@ def judge_floor_s(counters: dict[str, int]) -> float:
     may ask two judges an item) less those sent, or where more (or where a run submitted before that count has none),
     the judge units left at the calls a done unit took so far (cached replies and rule-scored rows take none), but no
     more than the units not done less the calls sent beyond one a done unit (the calls of units in flight). Under
-    ``judge.max_in_flight`` also never sooner than those calls go out that many at a time (:func:`_in_flight_s`)."""
+    ``judge.max_in_flight`` also never sooner than those calls go out that many at a time (:func:`_in_flight_s`).
+    A resume's calls left are measured on its own attempt's (:func:`_attempt_left`)."""
     done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
     calls = counters.get("judge_calls", 0)
     if not done or done >= total:
         return 0.0
-    left = math.ceil(max(_measured_left(done, total, calls), counters.get("judge_calls_planned", 0) - calls))
+    left = math.ceil(max(_attempt_left(counters), counters.get("judge_calls_planned", 0) - calls))
     if left <= 0:
         return 0.0
     pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
     return max(least_seconds(left, counters.get("judge_rpm"), pace), _in_flight_s(left, counters))
+
+
+def _attempt_left(counters: dict[str, int]) -> float:
+    """The judge calls the units left make, measured as :func:`_measured_left` does on the current attempt's work alone
+    (the ``before:`` counters of :meth:`RunStore.progress`: none before its work began, the whole run's then). A
+    resume sends again the units stored as errors, whose first calls the run's ``judge_calls`` hold: measured on the
+    whole run, those calls read as the calls of units in flight and the calls left as none (a resume of 300 errors
+    after 1,000 calls had no floor); at the whole run's rate where the attempt has done no judge unit yet."""
+    done, total, calls = counters.get("done:judge", 0), counters.get("total:judge", 0), counters.get("judge_calls", 0)
+    before = work_before(counters)
+    done_now, calls_now = done - before.get("done:judge", 0), calls - before.get("judge_calls", 0)
+    if done_now <= 0:
+        return (total - done) * calls / done
+    return _measured_left(done_now, total - done + done_now, calls_now)
 
 
 def _measured_left(done: int, total: int, calls: int) -> float:

@@ -870,6 +870,32 @@ CAPPED = {"done:judge": 10, "total:judge": 210, "judge_calls": 10, "judge_call_m
         ({**CAPPED, "judge_rpm": 120}, 300.0),
         # two judge keys (api_key_env), a cap each: 4 at a time
         ({**CAPPED, "judge_limiters": 2}, 150.0),
+        # a resume of 400 units stored as errors after the run's 1,000 calls (600 units done): 100 of them redone at a
+        # call each, 300 left, 4 minutes at rpm 60, where measured on the whole run the 1,000 calls read as in flight
+        (
+            {
+                "done:judge": 700,
+                "total:judge": 1000,
+                "judge_calls": 1100,
+                "judge_rpm": 60,
+                "judge_calls_planned": 1000,
+                "before:done:judge": 600,
+                "before:judge_calls": 1000,
+            },
+            240.0,
+        ),  # fmt: skip
+        # the same resume before it redid a unit: at the whole run's rate (5 calls a 3 units), 667 calls left
+        (
+            {
+                "done:judge": 600,
+                "total:judge": 1000,
+                "judge_calls": 1000,
+                "judge_rpm": 60,
+                "before:done:judge": 600,
+                "before:judge_calls": 1000,
+            },
+            (667 - 1) // 60 * 60.0,
+        ),  # fmt: skip
     ],
 )
 def test_the_judge_floor_is_the_dry_runs_least_time_of_the_calls_left(counters: dict[str, int], least_s: float) -> None:
