@@ -49,7 +49,7 @@ from ragscore_workers.metrics.registry import MetricDef, PlannedCall
 from ragscore_workers.providers.base import CompletionParams, estimate_tokens
 from ragscore_workers.providers.cache import cache_key
 from ragscore_workers.providers.factory import judge_identity, judge_key_env
-from ragscore_workers.schemas import EmbeddingConfig, Row, Suite, TargetConfig
+from ragscore_workers.schemas import EmbeddingConfig, JudgeConfig, Row, Suite, TargetConfig
 
 from .datasets import scan_dataset
 from .encode_rates import MeasuredRate
@@ -86,7 +86,8 @@ CONTEXT_PLACEHOLDER = "(retrieved by the target)"
 #: older CPU slower.
 ASSUMED_ENCODE_WORDS_PER_S = 5_000
 #: How much slower than :data:`ASSUMED_ENCODE_WORDS_PER_S` the encode goes per runnable process a core on a busy
-#: machine (its load average over its cores: :meth:`EmbedTally.busy_s`). Measured on 2 cores during embedded runs of
+#: machine (its load average over its cores while the run encodes, the encode's own threads in it:
+#: :meth:`EmbedTally.busy_s` adds them to the load before the run). Measured on 2 cores during embedded runs of
 #: all-MiniLM-L6-v2 (load average sampled every 5 s while they ran): ~4-5 times slower at load ~2.6, ~11 at ~7 (1,773
 #: texts, 200 s of encoding where the dry run said 18 s), ~14 at ~8 (a raw encode, ~350 words/s), ~15 at ~10. A share of
 #: a core each (``1 + load / cores``) said 2.3 to 6 of those: torch's threads also wait on each other's turn.
@@ -165,9 +166,12 @@ class EmbedTally:
         return self.assumed_s if self.measured is None else self.to_encode / self.measured.texts_per_s
 
     def busy_s(self, load: float, cores: int) -> float:
-        """:attr:`assumed_s` on a machine whose load average is ``load`` on ``cores``: ``1 + BUSY_SLOWDOWN * load /
-        cores`` times slower (:data:`BUSY_SLOWDOWN`, as measured)."""
-        return self.assumed_s * (1 + BUSY_SLOWDOWN * load / max(cores, 1))
+        """:attr:`assumed_s` on a machine whose load average before the run is ``load`` on ``cores``: ``1 +
+        BUSY_SLOWDOWN * (load + cores) / cores`` times slower (:data:`BUSY_SLOWDOWN`, as measured). The loads it was
+        measured at were read while the runs encoded, their own encode in them (torch's threads, one a core): the
+        run's encode adds ``cores`` to the load the dry run reads before it."""
+        cores = max(cores, 1)
+        return self.assumed_s * (1 + BUSY_SLOWDOWN * (load + cores) / cores)
 
 
 @dataclass
@@ -240,43 +244,47 @@ class Estimate:
             total.add(tally)
         return total
 
+    def judge_by_key(self) -> dict[str | None, CallTally]:
+        """The judge calls per key variable (:attr:`judge_key_env`): the workers keep a judge limiter (the suite's
+        ``rpm``, ``tpm``, ``rpd``, ``tpd`` and ``pace``, each counted apart) and a ``judge.max_in_flight`` cap per key,
+        so judge metrics whose ``api_key_env`` differ are limited apart (a variable each: two holding one key share
+        one, which takes longer, not shorter)."""
+        by_key: dict[str | None, CallTally] = {}
+        for name, tally in self.judge.items():
+            by_key.setdefault(self.judge_key_env.get(name), CallTally()).add(tally)
+        return by_key
+
     def judge_minutes(self, suite: Suite) -> dict[str, float]:
-        """Per judge limit of the suite that the calls not cached reach: the least minutes they need under it.
+        """Per judge limit of the suite that the calls not cached reach: the least minutes they need under it, the
+        most of any judge key's (:meth:`judge_by_key`: each key's limiter lets its own calls through at the limit).
 
         A provider's window lets ``limit`` through per period, so N requests end no sooner than
         ``floor((N - 1) / limit)`` periods after the first (tokens: the same with the token guess). ``pace: even``
         adds ``pace``: the same for its requests a second (a minute's calls are not sent at once)."""
-        total = self.judge_total()
-        tokens = total.tokens_in + total.tokens_out_max
-        judge = suite.judge
-        out = {
-            name: minutes
-            for name, amount, limit, period_min in (
-                ("rpm", total.paid, judge.rpm, 1),
-                ("tpm", tokens, judge.tpm, 1),
-                ("rpd", total.paid, judge.rpd, 24 * 60),
-                ("tpd", tokens, judge.tpd, 24 * 60),
-            )
-            if (minutes := window_minutes(amount, limit, period_min)) is not None
-        }
-        return out | pace_minutes(total.paid, judge.rpm, judge.pace)
+        out: dict[str, float] = {}
+        for tally in self.judge_by_key().values():
+            for name, minutes in _limit_minutes(tally, suite.judge).items():
+                out[name] = max(out.get(name, 0.0), minutes)
+        return out
+
+    def judge_busiest_key(self, suite: Suite, limit: str) -> CallTally:
+        """The calls of the judge key whose calls need the most minutes under ``limit`` (one of
+        :meth:`judge_minutes`): those that bound the judge's time."""
+        return max(self.judge_by_key().values(), key=lambda tally: _limit_minutes(tally, suite.judge).get(limit, 0.0))
 
     def in_flight_rounds(self, suite: Suite) -> int | None:
         """Under ``judge.max_in_flight``, the rounds of the calls not cached one after another
         (:func:`~.floors.in_flight_rounds`), each as long as a reply takes (which a dry run cannot know): the most of
-        any cap's, as judge metrics whose ``api_key_env`` differ each have a cap (a variable each: two holding one key
-        share one, which makes more rounds, not fewer). None without a cap, or where one round holds each cap's."""
-        by_key: dict[str | None, int] = {}
-        for name, tally in self.judge.items():
-            key_env = self.judge_key_env.get(name)
-            by_key[key_env] = by_key.get(key_env, 0) + tally.paid
-        rounds = [in_flight_rounds(paid, suite.judge.max_in_flight) or 0 for paid in by_key.values()]
+        any cap's, as judge metrics whose ``api_key_env`` differ each have a cap (:meth:`judge_by_key`). None without a
+        cap, or where one round holds each cap's."""
+        cap = suite.judge.max_in_flight
+        rounds = [in_flight_rounds(tally.paid, cap) or 0 for tally in self.judge_by_key().values()]
         return max(rounds, default=0) or None
 
     def in_flight_caps(self) -> int:
         """The ``judge.max_in_flight`` caps the calls not cached go through: one per key variable
         (:attr:`judge_key_env`) with such calls."""
-        return len({self.judge_key_env.get(name) for name, tally in self.judge.items() if tally.paid}) or 1
+        return sum(1 for tally in self.judge_by_key().values() if tally.paid) or 1
 
     def task_calls_at_once(self) -> int:
         """The most calls one judge task sends at a time: the largest ``concurrency`` of the metrics with calls not
@@ -302,6 +310,23 @@ class Estimate:
         largest = self.judge_total().largest
         return [(name, limit) for name, limit in (("tpm", suite.judge.tpm), ("tpd", suite.judge.tpd))
                 if limit and largest > limit]  # fmt: skip
+
+
+def _limit_minutes(calls: CallTally, judge: JudgeConfig) -> dict[str, float]:
+    """Per limit of ``judge`` that ``calls`` (those not cached) reach through one limiter: the least minutes they need
+    under it (:func:`~.floors.window_minutes`, :func:`~.floors.pace_minutes`)."""
+    tokens = calls.tokens_in + calls.tokens_out_max
+    out = {
+        name: minutes
+        for name, amount, limit, period_min in (
+            ("rpm", calls.paid, judge.rpm, 1),
+            ("tpm", tokens, judge.tpm, 1),
+            ("rpd", calls.paid, judge.rpd, 24 * 60),
+            ("tpd", tokens, judge.tpd, 24 * 60),
+        )
+        if (minutes := window_minutes(amount, limit, period_min)) is not None
+    }
+    return out | pace_minutes(calls.paid, judge.rpm, judge.pace)
 
 
 def _as_answered(row: Row, target: TargetConfig) -> Row:

@@ -87,9 +87,14 @@ def _judge_part(estimate: Estimate, suite: Suite) -> list[Part]:
     if not minutes:
         return []
     binding = max(minutes, key=lambda name: minutes[name])
-    paid = estimate.judge_total().paid
-    bound = f"judge.{limit_said(suite.judge, binding)} at {counted(paid, 'call')}"
+    paid = estimate.judge_busiest_key(suite, binding).paid
+    bound = f"judge.{limit_said(suite.judge, binding)} at {counted(paid, 'call')}{_per_key(estimate.in_flight_caps())}"
     return [Part("judge", minutes[binding] * 60, minutes[binding] * 60, bound, floor=True)]
+
+
+def _per_key(keys: int) -> str:
+    """What a judge limit's line adds where the calls go through several judge keys, a limiter each."""
+    return f" of the busiest of {keys} judge keys (a limiter each: the judge metrics' api_key_env)" if keys > 1 else ""
 
 
 def _embed_part(estimate: Estimate, embedded: bool, load: tuple[float, int] | None) -> list[Part]:

@@ -597,8 +597,12 @@ def print_estimate(
     if minutes:
         binding = max(minutes, key=lambda k: minutes[k])
         limits = ", ".join(f"{_judge_limit(suite, k)}: {fmt_duration(m * 60)}" for k, m in minutes.items())
+        keys = estimate.in_flight_caps()
+        per_key = (
+            f", each judge key's calls under its own ({keys} keys: the judge metrics' api_key_env)" if keys > 1 else ""
+        )
         console.print(f"time: at least {fmt_duration(minutes[binding] * 60)} for the judge calls under the run's "
-                      f"limits ({limits}), however many workers{_assumed_limits(suite, minutes)}",
+                      f"limits ({limits}{per_key}), however many workers{_assumed_limits(suite, minutes)}",
                       soft_wrap=True)  # fmt: skip
     rounds = None if too_large else estimate.in_flight_rounds(suite)
     if rounds:
@@ -685,8 +689,8 @@ def embed_estimate(
         if load is not None and busy >= 1 and round(busy) > round(tally.estimated_s):
             line += (f"; this machine is busy (load average {load[0]:.1f} on {counted(load[1], 'core')}): about "
                      f"{fmt_duration(busy)} where its embed workers run here, {BUSY_SLOWDOWN} times slower per "
-                     "runnable process a core, as measured on 2 busy cores (more where the run's other workers "
-                     "take theirs too)")  # fmt: skip
+                     "runnable process a core, the encode's own thread a core added to the load now, as measured on 2 "
+                     "busy cores (more where the run's other workers take theirs too)")  # fmt: skip
     notes = [_windows_note(tally)]
     if not tally.cache_checked:
         notes.append(

@@ -117,7 +117,7 @@ def test_the_busy_floor_still_stands_over_a_measured_rate() -> None:
     fast = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(2, 3_000, 10.0))  # 300 texts/s: 10 s
     said = embed_estimate(Estimate(embed=fast), suite, load=(10.0, 2))
     assert "3,000 to encode: about 0m10s (measured on your last 2 runs: 300.0 texts/s" in said, said
-    assert "this machine is busy (load average 10.0 on 2 cores): about 3m45s" in said, said
+    assert "this machine is busy (load average 10.0 on 2 cores): about 4m27s" in said, said
     slow = EmbedTally(texts=3_000, words=75_000, measured=MeasuredRate(1, 30, 10.0))  # 3 texts/s: 1,000 s
     said = embed_estimate(Estimate(embed=slow), suite, load=(10.0, 2))
     assert (

@@ -213,6 +213,27 @@ def test_the_dry_run_counts_max_in_flight_rounds_per_judge_key(tmp_path: Path, h
         said, result.stderr)  # fmt: skip
 
 
+def test_the_judge_limits_floor_each_judge_keys_calls_apart(tmp_path: Path, home: Path) -> None:
+    """Judge metrics whose ``api_key_env`` differ go through a judge limiter each, each at the suite's rpm:
+    answer_accuracy's 602 calls under JUDGE_KEY_B's rpm 100, the other 903 under the usual key's: 9 minutes (the
+    slower key's), not 15. Seen failing before: every call was counted under one rpm (``{"rpm": 15.0}``)."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(300))
+    keyed = _suite()
+    keyed["metrics"][1]["params"]["api_key_env"] = "JUDGE_KEY_B"
+    suite = load_suite(keyed)
+    estimate = estimate_run(data, suite)
+    assert estimate.judge["answer_accuracy"].paid == 602 and estimate.judge_total().paid == 1505
+    assert estimate.judge_minutes(suite.suite) == {"rpm": 9.0}  # (903 - 1) // 100, over (602 - 1) // 100
+    (tmp_path / "s.json").write_text(json.dumps(keyed))
+    said = " ".join(_dry_run(data, tmp_path / "s.json").stdout.split())
+    assert (
+        "time: at least 9m00s for the judge calls under the run's limits (judge.rpm 100: 9m00s, each judge key's "
+        "calls under its own (2 keys: the judge metrics' api_key_env)), however many workers"
+    ) in said, said
+    assert ("whole run: at least 9m00s, bound by the judge queue: judge.rpm 100 at 903 calls of the busiest of 2 judge "
+            "keys (a limiter each: the judge metrics' api_key_env)") in said, said  # fmt: skip
+
+
 def test_the_dry_run_gives_the_least_time_the_local_judge_workers_threads_allow(tmp_path: Path, home: Path) -> None:
     """An embedded run's judge worker of ``--judge-threads 2`` runs 2 tasks, each 8 calls at a time (the judge
     metrics' concurrency): 255 calls in 16 rounds; with the default 32 threads one round holds them (no line); with a
