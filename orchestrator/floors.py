@@ -81,7 +81,11 @@ def judge_floor_s(counters: dict[str, int]) -> float:
     the judge units left at the calls a done unit took so far (cached replies and rule-scored rows take none), but no
     more than the units not done less the calls sent beyond one a done unit (the calls of units in flight). Under
     ``judge.max_in_flight`` also never sooner than those calls go out that many at a time (:func:`_in_flight_s`).
-    A resume's calls left are measured on its own attempt's (:func:`_attempt_left`)."""
+    A resume's calls left are measured on its own attempt's (:func:`_attempt_left`). Through several judge limiters
+    (``judge_limiters``: judge metrics whose ``api_key_env`` differ, each with the suite's limits) the calls left go
+    through them all at once: which key's are the most is not known live, so the floor is that of an even share
+    each (``ceil(left / limiters)`` under the rpm), the least any split allows; the dry run floors each key's own
+    calls (:meth:`.estimate.Estimate.judge_minutes`), which is never less."""
     done, total = counters.get("done:judge", 0), counters.get("total:judge", 0)
     calls = counters.get("judge_calls", 0)
     if not done or done >= total:
@@ -90,7 +94,8 @@ def judge_floor_s(counters: dict[str, int]) -> float:
     if left <= 0:
         return 0.0
     pace: Pace = "even" if counters.get("judge_pace_even") else "burst"
-    return max(least_seconds(left, counters.get("judge_rpm"), pace), _in_flight_s(left, counters))
+    each = -(-left // max(1, counters.get("judge_limiters", 1)))
+    return max(least_seconds(each, counters.get("judge_rpm"), pace), _in_flight_s(left, counters))
 
 
 def _attempt_left(counters: dict[str, int]) -> float:

@@ -593,19 +593,21 @@ def _judge_limit(suite: str | None, provider_rpm: str | None) -> dict[str, int]:
     return {"judge_rpm": min(limits)} | ({"judge_pace_even": 1} if judge.get("pace") == "even" else {})
 
 
-def _judge_in_flight(suite: str | None, call_ms: str | None, limiters: list[str]) -> dict[str, int]:
-    """``judge_max_in_flight``, the suite's ``judge.max_in_flight``, ``judge_call_ms``, the time the run's judge calls
-    took (summed: :class:`~.providers.run_state.RunJudgeState`'s ``call_ms``) and ``judge_limiters``, the caps the
-    calls go through (one per judge limiter the run's clients named: judge metrics whose ``api_key_env`` differ
-    have a cap each); empty without a cap."""
+def _judge_in_flight(suite: str | None, call_ms: str | None) -> dict[str, int]:
+    """``judge_max_in_flight``, the suite's ``judge.max_in_flight``, and ``judge_call_ms``, the time the run's judge
+    calls took (summed: :class:`~.providers.run_state.RunJudgeState`'s ``call_ms``); empty without a cap."""
     cap = (loads(suite).get("judge") or {}).get("max_in_flight") if suite else None
     if not isinstance(cap, int) or cap < 1:
         return {}
-    return {
-        "judge_max_in_flight": cap,
-        "judge_call_ms": int(call_ms or 0),
-        "judge_limiters": max(1, len(set(limiters))),
-    }
+    return {"judge_max_in_flight": cap, "judge_call_ms": int(call_ms or 0)}
+
+
+def _judge_limiters(limiters: list[str], capped: bool) -> dict[str, int]:
+    """``judge_limiters``, the judge limiters the run's clients named (counted by name: judge metrics whose
+    ``api_key_env`` differ have one each, each with the suite's limits and ``judge.max_in_flight`` cap), where there
+    are several, or under a cap (1 where none is named yet); empty otherwise."""
+    named = len(set(limiters))
+    return {"judge_limiters": max(1, named)} if named > 1 or capped else {}
 
 
 def _target_limit(suite: str | None) -> dict[str, int]:
@@ -1429,9 +1431,9 @@ class RunStore:
         ragscore's default: the meta's ``judge_defaulted_limits``), and ``target_wait_*`` while its target calls do
         (:func:`_stage_wait`), and ``load_ms:{queue}`` while a worker loads a model or encodes for it (:func:`_loads`):
         the views say so, not "no progress". While it runs, ``judge_rpm`` (``judge_pace_even``),
-        ``judge_calls_planned``, under ``judge.max_in_flight`` ``judge_max_in_flight``, ``judge_call_ms`` and
-        ``judge_limiters`` (:func:`_judge_in_flight`), and a lone target's ``target_rpm`` (``target_pace_even``): the
-        views' ETA floor (``orchestrator.floors``). A
+        ``judge_calls_planned``, under ``judge.max_in_flight`` ``judge_max_in_flight`` and ``judge_call_ms``
+        (:func:`_judge_in_flight`), ``judge_limiters`` (:func:`_judge_limiters`), and a lone target's ``target_rpm``
+        (``target_pace_even``): the views' ETA floor (``orchestrator.floors``). A
         cancelled run's hold ``worked:{queue}`` too (:func:`_worked`; :func:`scored_of` sums them): its views set it
         against what was stopped, and its ``unscorable`` leaves out the outputs stored stopped
         (:func:`_cancelled_counts`)."""
@@ -1471,8 +1473,12 @@ class RunStore:
         if judge_calls is not None:
             out["judge_calls"] = int(judge_calls)
         if state not in RunState.DONE:
+            in_flight = _judge_in_flight(suite, call_ms)
             out.update(
-                _judge_limit(suite, provider_rpm) | _judge_in_flight(suite, call_ms, limiters) | _target_limit(suite)
+                _judge_limit(suite, provider_rpm)
+                | in_flight
+                | _judge_limiters(limiters, capped=bool(in_flight))
+                | _target_limit(suite)
             )
             if planned is not None:  # the judge calls its run sends at least (orchestrator.floors.judge_floor_s)
                 out["judge_calls_planned"] = int(planned)

@@ -870,6 +870,9 @@ CAPPED = {"done:judge": 10, "total:judge": 210, "judge_calls": 10, "judge_call_m
         ({**CAPPED, "judge_rpm": 120}, 300.0),
         # two judge keys (api_key_env), a cap each: 4 at a time
         ({**CAPPED, "judge_limiters": 2}, 150.0),
+        # two judge keys, an rpm of 120 each: 387 calls left, at least 194 through one (1 minute), not all 387 under
+        # one rpm (3 minutes: a floor the run beats)
+        ({"done:judge": 13, "total:judge": 400, "judge_calls": 13, "judge_rpm": 120, "judge_limiters": 2}, 60.0),
         # a resume of 400 units stored as errors after the run's 1,000 calls (600 units done): 100 of them redone at a
         # call each, 300 left, 4 minutes at rpm 60, where measured on the whole run the 1,000 calls read as in flight
         (

@@ -11,7 +11,15 @@ import pytest
 
 from ragscore_workers.providers.run_state import RunJudgeState, breaker_summary, replaced_stops
 from ragscore_workers.schemas import MetricResult, Row
-from ragscore_workers.store import RUNS_INDEX, RunStore, errors_of, eviction_problem, redis_client, work_began
+from ragscore_workers.store import (
+    JUDGE_LIMITERS_PART,
+    RUNS_INDEX,
+    RunStore,
+    errors_of,
+    eviction_problem,
+    redis_client,
+    work_began,
+)
 
 from ..support import RedisProcess, until
 
@@ -145,7 +153,8 @@ def test_progress_gives_the_judges_rpm_in_force_the_suites_or_a_lower_one_the_pr
 
 def test_progress_gives_the_judges_max_in_flight_and_the_time_its_calls_took(store: RunStore) -> None:
     """The views' ETA floor under ``judge.max_in_flight`` (:func:`orchestrator.floors.judge_floor_s`) reads the cap,
-    the caps (one per judge limiter the run's clients named) and the calls' time; none of them without a cap."""
+    the caps (one per judge limiter the run's clients named) and the calls' time; without a cap neither the cap nor the
+    time, and the judge limiters only where there are several (the rpm floor shares the calls left among them)."""
     run = "t-judge-in-flight"
     store.add_ids(run, 0, ["a"], {"judge": 1})
     store.create_run(run, {"suite": json.dumps({"judge": {"rpm": None, "max_in_flight": 2}})})
@@ -157,7 +166,10 @@ def test_progress_gives_the_judges_max_in_flight_and_the_time_its_calls_took(sto
     RunJudgeState(store.r, run, ttl_s=60, limiter="groq/m with the key in B").note_limiter("groq:m:b")
     assert store.progress(run)["judge_limiters"] == 2
     store.set_meta(run, suite=json.dumps({"judge": {"rpm": None}}))
-    assert not {"judge_max_in_flight", "judge_call_ms", "judge_limiters"} & store.progress(run).keys()
+    assert not {"judge_max_in_flight", "judge_call_ms"} & store.progress(run).keys()
+    assert store.progress(run)["judge_limiters"] == 2
+    store.r.hdel(store.key(run, JUDGE_LIMITERS_PART), "groq:m:b")
+    assert "judge_limiters" not in store.progress(run)
 
 
 def test_a_resume_keeps_the_time_the_judge_calls_took_with_their_count(store: RunStore) -> None:
