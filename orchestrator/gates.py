@@ -40,12 +40,15 @@ from ragscore_workers.errors import ConfigError, Problem, raise_problems
 from ragscore_workers.metrics.registry import BY_DESIGN_REASONS, higher_is_better
 from ragscore_workers.schemas import GateSpec, MetricSummary, RunSummary
 
+from .atomic_file import write_text_atomic
 from .caller import CLI, Caller
 from .reports.previous import unwritten_reports
 from .terminal import NOT_A_TERMINAL_WIDTH, TerminalConsole
 
 __all__ = [
     "FLOAT_SLACK",
+    "GATES_FILE",
+    "GATE_COLUMNS",
     "GatePlan",
     "GateResult",
     "apart",
@@ -54,6 +57,9 @@ __all__ = [
     "check_tolerance",
     "evaluate_gates",
     "failed",
+    "failed_first",
+    "gate_cells",
+    "gate_record",
     "gate_table",
     "given_gate",
     "holds",
@@ -63,11 +69,15 @@ __all__ = [
     "parse_gate",
     "pooled_note",
     "print_gates",
+    "read_gate_record",
     "regression_metrics",
+    "regression_note",
     "render_gates",
     "summary_from_dir",
     "system_note",
     "thresholds_by_metric",
+    "verdict",
+    "write_gate_record",
 ]
 
 GateKind = Literal["mean", "ci_low", "regression"]
@@ -98,6 +108,9 @@ class GateResult:
     unscored: int = 0
     #: The system whose items the gate reads (``METRIC@SYSTEM=VALUE``); None: every item.
     system: str | None = None
+    #: For regression gates: the baseline's run id and the tolerance allowed under (over) its mean.
+    baseline_run: str | None = None
+    tolerance: float | None = None
 
     @property
     def lower_better(self) -> bool:
@@ -259,6 +272,7 @@ def evaluate_gates(
             lower = not higher_is_better(name)
             actual, bar = summary.metrics[name].mean, base + tolerance if lower else base - tolerance
             results.append(GateResult(name, "regression", bar, actual, holds(actual, bar, lower), baseline=base,
+                                      baseline_run=baseline.run_id, tolerance=tolerance,
                                       **_counts(summary.metrics[name])))  # fmt: skip
     return results
 
@@ -449,7 +463,7 @@ def _scored(r: GateResult) -> str:
     return f"{r.n:,} of {r.n + r.unscored:,}" if r.unscored else f"{r.n:,}"
 
 
-def _verdict(results: Sequence[GateResult]) -> str:
+def verdict(results: Sequence[GateResult]) -> str:
     """``1 of 4 gates failed``, ``all 4 gates hold``, ``1 gate holds``."""
     n, n_failed = len(results), sum(not r.passed for r in results)
     if n_failed:
@@ -457,22 +471,52 @@ def _verdict(results: Sequence[GateResult]) -> str:
     return f"{'all ' if n > 1 else ''}{counted(n, 'gate')} {agree(n, 'holds', 'hold')}"
 
 
+#: The columns of a gate table, on the console, in JUnit's messages' order, in report.md and report.html alike.
+GATE_COLUMNS = ("gate", "on", "threshold", "actual", "by", "scored", "result")
+
+
+def failed_first(results: Iterable[GateResult]) -> list[GateResult]:
+    """The gates that did not hold, then those that did, each in their order."""
+    return sorted(results, key=lambda r: r.passed)
+
+
+def _result_text(r: GateResult) -> str:
+    """``pass``, ``FAIL``, or ``FAIL (no scored item)``."""
+    return ("pass" if r.passed else "FAIL") + (f" ({r.no_value})" if r.actual is None else "")
+
+
+def gate_cells(r: GateResult) -> list[str]:
+    """One gate's row of :data:`GATE_COLUMNS` as plain text: gate, on, threshold, actual, by (actual - threshold),
+    scored, result."""
+    on = r.bound if r.baseline is None else f"regression (baseline {r.baseline:.3f})"
+    on += " (lower is better)" if r.lower_better else ""
+    d = _digits(r)
+    return [r.label, on, _num(r.threshold, digits=d), _num(r.actual, digits=d), _num(r.margin, signed=True, digits=d),
+            _scored(r), _result_text(r)]  # fmt: skip
+
+
+def regression_note(results: Iterable[GateResult]) -> str | None:
+    """What the regression gates compared with: ``regression gates: against the means of baseline run r1, tolerance
+    0.05``; None without one."""
+    r = next((r for r in results if r.kind == "regression"), None)
+    if r is None:
+        return None
+    return (
+        f"regression gates: against the means of baseline run {r.baseline_run or '?'}, tolerance {r.tolerance or 0:g}"
+    )
+
+
 def gate_table(results: Sequence[GateResult], only_failed: bool = False) -> Table:
-    """Failed gates first: gate, on, threshold, actual, by (actual - threshold), result."""
-    table = Table(title=_verdict(results))
-    for col in ("gate", "on", "threshold", "actual", "by", "scored", "result"):
+    """Failed gates first, in :data:`GATE_COLUMNS`, titled with the verdict."""
+    table = Table(title=verdict(results))
+    for col in GATE_COLUMNS:
         table.add_column(col, justify="left" if col in ("gate", "on", "result") else "right")
-    for r in sorted(results, key=lambda r: r.passed):
+    for r in failed_first(results):
         if only_failed and r.passed:
             continue
-        on = r.bound if r.baseline is None else f"regression (baseline {r.baseline:.3f})"
-        on += " (lower is better)" if r.lower_better else ""
-        result = Text("pass", style="green") if r.passed else Text("FAIL", style="bold red")
-        if r.actual is None:
-            result.append(f" ({r.no_value})")
-        d = _digits(r)
-        table.add_row(escape(r.label), on, _num(r.threshold, digits=d), _num(r.actual, digits=d),
-                      _num(r.margin, signed=True, digits=d), _scored(r), result)  # fmt: skip
+        *cells, result = gate_cells(r)
+        style = "green" if r.passed else "bold red"
+        table.add_row(escape(cells[0]), *cells[1:], Text(result, style=style))
     return table
 
 
@@ -483,7 +527,7 @@ def print_gates(results: Sequence[GateResult], console: Console | None = None, o
     ``only_failed`` (``--quiet``): just the failed gates, or one line when every gate holds.
     """
     if only_failed and not failed(results):
-        (console or TerminalConsole(stderr=True)).print(_verdict(results))
+        (console or TerminalConsole(stderr=True)).print(verdict(results))
         return
     table = gate_table(results, only_failed)
     if console is None:
@@ -499,6 +543,59 @@ def render_gates(results: Sequence[GateResult], width: int = 140) -> str:
     buffer = io.StringIO()
     TerminalConsole(file=buffer, width=width, no_color=True, force_terminal=False).print(gate_table(results))
     return buffer.getvalue()
+
+
+#: Where a run's gate results go, beside its summary.json (:func:`write_gate_record`).
+GATES_FILE = "gates.json"
+
+
+def gate_record(run_id: str, results: Sequence[GateResult]) -> dict[str, Any]:
+    """``gates.json``'s content: the run, the verdict, and per gate (failed first) what it read, against what, and
+    whether it held (``result``: ``pass``, ``fail`` or ``no value``)."""
+    return {
+        "run_id": run_id,
+        "verdict": verdict(results),
+        "passed": not failed(results),
+        "gates": [_gate_entry(r) for r in failed_first(results)],
+    }
+
+
+def _gate_entry(r: GateResult) -> dict[str, Any]:
+    return {
+        "gate": r.label, "metric": r.metric, "system": r.system, "kind": r.kind, "statistic": r.bound,
+        "lower_is_better": r.lower_better, "threshold": r.threshold, "actual": r.actual, "margin": r.margin,
+        "result": "no value" if r.actual is None else "pass" if r.passed else "fail", "n": r.n, "unscored": r.unscored,
+        "baseline": r.baseline, "baseline_run": r.baseline_run, "tolerance": r.tolerance,
+    }  # fmt: skip
+
+
+def write_gate_record(out_dir: Path, run_id: str, results: Sequence[GateResult]) -> None:
+    """Write :func:`gate_record` to ``out_dir/gates.json`` (atomically)."""
+    write_text_atomic(out_dir / GATES_FILE, json.dumps(gate_record(run_id, results), indent=2) + "\n")
+
+
+def read_gate_record(out_dir: Path) -> list[GateResult] | None:
+    """The gate results ``out_dir/gates.json`` holds, or None without one; ConfigError naming the file when it is no
+    gates file."""
+    path = out_dir / GATES_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return [_from_entry(entry) for entry in record["gates"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        why = f"a gate has no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+        raise ConfigError(f"{path} is not a ragscore gates file ({why}): remove it, or run the gates again with "
+                          f"`ragscore run --resume {out_dir}`") from exc  # fmt: skip
+
+
+def _from_entry(entry: Mapping[str, Any]) -> GateResult:
+    actual = entry["actual"]
+    return GateResult(
+        str(entry["metric"]), entry["kind"], float(entry["threshold"]), None if actual is None else float(actual),
+        entry["result"] == "pass", baseline=entry["baseline"], n=int(entry["n"]), unscored=int(entry["unscored"]),
+        system=entry["system"], baseline_run=entry["baseline_run"], tolerance=entry["tolerance"],
+    )  # fmt: skip
 
 
 def failed(results: Iterable[GateResult]) -> list[GateResult]:
@@ -566,9 +663,15 @@ class GatePlan:
         return [n for n in notes if n]
 
     def check(self, out_dir: Path) -> list[GateResult]:
-        """Evaluate the gates on the run written to ``out_dir``, and write the JUnit file when asked."""
+        """Evaluate the gates on the run written to ``out_dir``, record them there (gates.json, and a Gates section
+        in report.md and report.html, written again from the folder), and write the JUnit file when asked."""
+        from .reports import from_dir, write_reports
+
         summary = summary_from_dir(out_dir)
         results = evaluate_gates(summary, self.gates, self.baseline, self.tolerance)
+        if results:
+            write_gate_record(out_dir, summary.run_id, results)
+            write_reports(from_dir(out_dir), out_dir, formats=("md", "html"))
         if self.junit is not None:
             from .junit import write_junit
 

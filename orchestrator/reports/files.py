@@ -32,6 +32,7 @@ from ..atomic_file import (
     open_regular,
     write_text_atomic,
 )
+from ..gates import GATES_FILE, write_gate_record
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -65,7 +66,7 @@ UNENCODABLE = "backslashreplace"
 
 #: Every file a run writes into its ``--out`` DIR (``run.json`` first, the rest with the reports).
 OUTPUT_NAMES = frozenset({"run.json", "items.jsonl", "items.csv", "summary.json", "failed_rows.jsonl", RUN_INFO,
-                          "report.md", "report.html", ANSWERS})  # fmt: skip
+                          "report.md", "report.html", ANSWERS, GATES_FILE})  # fmt: skip
 
 #: Where ``evaluate()`` copies rows given in memory, in its ``out`` DIR: the dataset its run, and a resume, read; that
 #: run's as its reports are, moved with them (:data:`MOVED_NAMES`).
@@ -583,11 +584,12 @@ def write_reports(run: RunData, out_dir: Path, formats: Iterable[str] = FORMATS)
         failed = list(islice(run.failed_rows(), MAX_FAILED_ROWS)) if summary.failed_rows else []
         if "md" in wanted:
             written.append(out_dir / "report.md")
-            text = render_markdown(summary, run.info, stats, texts, failed)
+            text = render_markdown(summary, run.info, stats, texts, failed, run.gates)
             write_text_atomic(written[-1], text, errors=UNENCODABLE)
         if "html" in wanted:
             written.append(out_dir / "report.html")
-            write_text_atomic(written[-1], render_html(summary, stats, run.info, failed, texts), errors=UNENCODABLE)
+            html = render_html(summary, stats, run.info, failed, texts, run.gates)
+            write_text_atomic(written[-1], html, errors=UNENCODABLE)
     return written
 
 
@@ -595,6 +597,7 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
     written = [out_dir / "summary.json"]
     write_text_atomic(written[0], run.summary.model_dump_json(indent=2) + "\n")
     if not in_place:
+        written += _write_gates(run, out_dir)
         written.append(out_dir / "failed_rows.jsonl")
         with atomic_writer(written[-1], errors=UNENCODABLE) as ff:
             for row in run.failed_rows():
@@ -605,6 +608,18 @@ def _write_json(run: RunData, out_dir: Path, in_place: bool) -> list[Path]:
                 written[-1], json.dumps(run.info, indent=2, ensure_ascii=False) + "\n", errors=UNENCODABLE
             )
     return written
+
+
+def _write_gates(run: RunData, out_dir: Path) -> list[Path]:
+    """``out_dir``'s gates.json: the gate results of the DIR the run was read from; none (another run's, or the
+    last check's of a run whose reports are written from the store again: its gates are checked afresh) removed."""
+    path = out_dir / GATES_FILE
+    if run.gates:
+        write_gate_record(out_dir, run.summary.run_id, run.gates)
+        return [path]
+    if path.is_file():
+        path.unlink()
+    return []
 
 
 def _write_answers(run: RunData, out_dir: Path) -> list[Path]:

@@ -12,6 +12,7 @@ from ragscore_workers.metrics.registry import higher_is_better
 from ragscore_workers.schemas import MetricSummary, RunSummary
 
 from ..datasets.rows import failed_row_at
+from ..gates import GATE_COLUMNS, GateResult, failed, failed_first, gate_cells, regression_note, verdict
 from . import plots
 from .console import (
     breakdown_cell,
@@ -199,15 +200,27 @@ def _facts(summary: RunSummary, info: dict[str, Any]) -> list[tuple[str, Any]]:
     return facts
 
 
+def _gates(results: list[GateResult]) -> dict[str, Any] | None:
+    """The Gates section: the verdict, the gate table's columns and rows (failed first) and what its regression
+    gates compared with; None without gates."""
+    if not results:
+        return None
+    rows = [{"cells": gate_cells(r), "passed": r.passed} for r in failed_first(results)]
+    return {"verdict": verdict(results), "failed": bool(failed(results)), "columns": GATE_COLUMNS, "rows": rows,
+            "note": regression_note(results)}  # fmt: skip
+
+
 def render_html(
     summary: RunSummary,
     stats: ItemStats,
     info: dict[str, Any] | None = None,
     failed_rows: list[dict[str, Any]] | None = None,
     texts: ItemTexts | None = None,
+    gates: list[GateResult] | None = None,
 ) -> str:
     """The whole page; ``stats`` come from one pass over the items, ``info`` from the store or run_info.json,
-    ``texts`` (the worst items' questions and answers) from the run's dataset."""
+    ``texts`` (the worst items' questions and answers) from the run's dataset, ``gates`` (None or none: no section)
+    from its gates.json."""
     texts = texts or ItemTexts()
     info = info or {}
     suite = info.get("suite")
@@ -216,7 +229,8 @@ def render_html(
         _breakdown(dim, tree) for dim in _DIMENSIONS if (tree := getattr(summary, f"by_{dim}")) or dim != "category"
     ]
     judge, embedding = _judge(summary, suite), _embedding(summary, suite)
-    sections = [("summary", "Summary"), ("distributions", "Distributions")]
+    sections = [("gates", "Gates")] if gates else []
+    sections += [("summary", "Summary"), ("distributions", "Distributions")]
     sections += [(f"by-{b['dim']}", f"By {b['dim']}") for b in breakdowns]
     sections += [("targets", "Targets")] if summary.target else []
     sections += [("judge", "Judge")] if judge["used"] else []
@@ -233,6 +247,7 @@ def render_html(
         "wall": f"{wall:.1f} s{since_resume(summary)}" if isinstance(wall, (int, float)) else None,
         "sections": sections,
         "scored": scored_text(summary),
+        "gates": _gates(gates or []),
         "metric_rows": metric_rows(summary.metrics),
         "means_note": MEANS_NOTE,
         "note_lines": retrieved_nothing_lines(summary),

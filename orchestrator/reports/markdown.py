@@ -9,6 +9,7 @@ from ragscore_workers.counts import agree, counted, counted_of, thousands
 from ragscore_workers.schemas import TARGET_COUNTERS, MetricSummary, RunSummary
 
 from ..datasets.rows import failed_row_at
+from ..gates import GATE_COLUMNS, GateResult, failed, failed_first, gate_cells, regression_note, verdict
 from ..terminal import shown
 from .console import (
     breakdown_cell,
@@ -94,16 +95,19 @@ def render_markdown(
     stats: ItemStats | None = None,
     texts: ItemTexts | None = None,
     failed_rows: list[dict[str, Any]] | None = None,
+    gates: list[GateResult] | None = None,
 ) -> str:
-    """Markdown with the metric table and one table per breakdown; ``info`` (the store's or run_info.json) names
-    the judge; ``stats`` (one pass over the items) give the worst items, with ``texts`` (their questions and
-    answers); ``failed_rows`` are the first unreadable rows."""
+    """Markdown with the gates' verdict (``gates``: the run's results, None or none: no section), the metric table
+    and one table per breakdown; ``info`` (the store's or run_info.json) names the judge; ``stats`` (one pass over
+    the items) give the worst items, with ``texts`` (their questions and answers); ``failed_rows`` are the first
+    unreadable rows."""
     lines = [
         f"# ragscore run {summary.run_id}",
         "",
         f"Suite {md_cell(summary.suite)} · state **{summary.state}** · {counted(summary.items, 'item')}, "
         f"{md_cell(scored_text(summary))}, {unreadable_rows(summary)}",
         "",
+        *_gates(gates or []),
         "| metric | mean | n | 95% CI | unscorable | errors |",
         "|---|---|---|---|---|---|",
     ]
@@ -147,6 +151,22 @@ def _embedding(summary: RunSummary, suite: dict[str, Any] | None) -> list[str]:
         lines += [" · ".join(f"{k} {md_cell(v)}" for k, v in facts), ""]
     return [*lines, "| " + " | ".join(map(md_cell, counters)) + " |", "|" + "---|" * len(counters),
             "| " + " | ".join(map(md_cell, counters.values())) + " |", ""]  # fmt: skip
+
+
+def _gates(results: list[GateResult]) -> list[str]:
+    """The Gates section: the verdict (bold where a gate failed), then the gate table, failed gates first, and what
+    its regression gates compared with; none without gates."""
+    if not results:
+        return []
+    said = f"**{verdict(results)}**" if failed(results) else verdict(results)
+    lines = ["## Gates", "", said, "", "| " + " | ".join(GATE_COLUMNS) + " |", "|---|---|" + "---:|" * 4 + "---|"]
+    for r in failed_first(results):
+        cells = [md_cell(cell) for cell in gate_cells(r)]
+        cells[-1] = cells[-1] if r.passed else f"**{cells[-1]}**"
+        lines.append("| " + " | ".join(cells) + " |")
+    if note := regression_note(results):
+        lines += ["", md_cell(note)]
+    return [*lines, "", "## Metrics", ""]
 
 
 def _wins(summary: RunSummary) -> list[str]:

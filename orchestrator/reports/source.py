@@ -25,6 +25,7 @@ from ragscore_workers.scoring import cancel_skipped, with_skipped
 from ragscore_workers.store import RawItem, RunState, RunStore
 
 from ..datasets import iter_rows
+from ..gates import GateResult, read_gate_record
 from ..terminal import is_path, summary_commands
 from .previous import moved_reports, unwritten_reports
 from .texts import TargetAnswers, asked_targets, preview
@@ -72,6 +73,9 @@ class RunData:
     #: The answers.jsonl of the DIR it was read from (None where it has none, or the run asked no target: not its
     #: own): a json report elsewhere copies it byte for byte, as :attr:`answer_rows` for a run of the store.
     answers_file: Path | None = None
+    #: The run's gate results, as its DIR's gates.json holds them (None: no gate was checked, or a run of the store,
+    #: whose gates are checked once its reports are written).
+    gates: list[GateResult] | None = None
 
 
 def iter_items_file(path: Path) -> Iterator[RawItem]:
@@ -238,6 +242,7 @@ def from_dir(directory: Path) -> RunData:
         answers=TargetAnswers(partial(_file_answers, answers), str(answers)),
         # a run without targets has none of its own: one there is another's (yours, an older ragscore's unrecorded)
         answers_file=answers if asked_targets(info) and answers.is_file() else None,
+        gates=read_gate_record(directory),
     )
 
 

@@ -66,7 +66,17 @@ REPORT = """{% extends "base" %}
 <span>{{ s.failed_rows|counted("unreadable row") }}</span>
 {% if wall %}<span>{{ wall }}</span>{% endif %}</p>
 <nav>{% for id, title in sections %}<a href="#{{ id }}">{{ title }}</a>{% endfor %}</nav>
-
+{% if gates %}
+<h2 id="gates">Gates</h2>
+<p class="{{ 'bad' if gates.failed else 'good' }}"><b>{{ gates.verdict }}</b></p>
+<table><tr>{% for c in gates.columns %}<th{% if loop.index in (1, 2, 7) %} class="l"{% endif %}>{{ c }}</th>
+{% endfor %}</tr>
+{% for row in gates.rows %}<tr><td class="l">{{ row.cells[0] }}</td><td class="l">{{ row.cells[1] }}</td>
+{% for v in row.cells[2:-1] %}<td>{{ v }}</td>{% endfor %}
+<td class="l {{ 'good' if row.passed else 'bad' }}">{{ row.cells[-1] }}</td></tr>
+{% endfor %}</table>
+{% if gates.note %}<p class="muted">{{ gates.note }}</p>{% endif %}
+{% endif %}
 <h2 id="summary">Summary</h2>
 {{ metric_table(metric_rows) }}
 {% if error_lines %}<ul class="errors">{% for line in error_lines %}<li class="bad">{{ line }}</li>{% endfor %}</ul>

@@ -18,8 +18,10 @@ from orchestrator.gates import (
     load_baseline,
     parse_gate,
     print_gates,
+    read_gate_record,
     render_gates,
     thresholds_by_metric,
+    write_gate_record,
 )
 from orchestrator.suite import load_suite
 from ragscore_workers.aggregate import summarize
@@ -204,6 +206,30 @@ def test_regression_gate_per_shared_output_with_tolerance() -> None:
     assert strict[0].margin == pytest.approx(-drop) and strict[0].baseline == baseline.metrics["exact_match"].mean
     assert all(r.passed for r in evaluate_gates(current, [], baseline, tolerance=drop))
     assert not evaluate_gates(current, [], baseline, tolerance=drop - 0.01)[0].passed
+
+
+def test_gates_json_reads_back_every_kind_of_gate_result_as_written(tmp_path: Path) -> None:
+    baseline = _summary({"exact_match": [1.0, 1.0, 1.0, 0.0], "mrr": [1.0, 0.5]}, "base")
+    current = _summary({"exact_match": [1.0, 0.0, 0.0, None], "mrr": [1.0, 1.0]}, "cur")
+    gates = [parse_gate("mrr:ci_low=0.2"), parse_gate("exact_match@sys=0.5"), parse_gate("mrr=0.5")]
+    results = evaluate_gates(current, gates, baseline, tolerance=0.05)
+    write_gate_record(tmp_path, "cur", results)
+    back = read_gate_record(tmp_path)
+    assert back is not None and sorted(back, key=results.index) == results  # failed first in the file
+    assert [r.passed for r in back] == sorted(r.passed for r in results)
+    entries = {g["gate"]: g for g in json.loads((tmp_path / "gates.json").read_text())["gates"]}
+    regression = entries["exact_match:regression"]
+    assert regression["baseline_run"] == "base" and regression["baseline"] == 0.75, regression
+    assert regression["tolerance"] == 0.05 and regression["result"] == "fail"
+
+
+def test_a_gates_json_that_is_no_gates_file_is_refused_naming_it(tmp_path: Path) -> None:
+    assert read_gate_record(tmp_path) is None
+    (tmp_path / "gates.json").write_text('{"gates": [{"metric": "mrr"}]}')
+    with pytest.raises(
+        ConfigError, match=r"gates\.json is not a ragscore gates file \(a gate has no '(actual|kind)'\)"
+    ):
+        read_gate_record(tmp_path)
 
 
 def _two_systems() -> RunSummary:

@@ -1,0 +1,91 @@
+"""A run's gate results in its DIR (gates.json) and in the reports a CI artifact keeps (report.md, report.html):
+written by ``ragscore run``, kept by ``ragscore report DIR``, replaced by a resume, none for a run without gates."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ..support import write_jsonl
+from .helpers import DATA, SUITE, ragscore
+
+pytestmark = pytest.mark.integration
+
+
+def _gates(out: Path) -> dict:
+    return json.loads((out / "gates.json").read_text())
+
+
+def _md(out: Path) -> str:
+    return (out / "report.md").read_text()
+
+
+def _html(out: Path) -> str:
+    return (out / "report.html").read_text()
+
+
+def test_gate_results_are_in_gates_json_report_md_and_html_and_survive_report_and_resume(
+    tmp_path: Path, home: Path
+) -> None:
+    base = tmp_path / "base"
+    plain = ragscore("run", DATA, "--suite", SUITE, "--out", base, "-q", home=home)
+    assert plain.returncode == 0, plain.stderr
+    assert not (base / "gates.json").exists()  # no gates: no file, no section
+    assert "## Gates" not in _md(base) and 'id="gates"' not in _html(base)
+    summary = json.loads((base / "summary.json").read_text())
+    em = summary["metrics"]["exact_match"]["mean"]
+
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
+    for row in rows[:10]:  # ten answers go wrong: exact_match regresses, retrieval does not move
+        row["answer"] = "I do not know"
+    data = write_jsonl(tmp_path / "worse.jsonl", rows)
+    out = tmp_path / "gated"
+    gated = ragscore("run", data, "--suite", SUITE, "--out", out, "-q", "--fail-under", "recall_at_5=0.1",
+                     "--fail-on-regression", base, "--regression-tolerance", "0.05", home=home)  # fmt: skip
+    assert gated.returncode == 3, gated.stderr
+
+    record = _gates(out)
+    assert record["run_id"] == json.loads((out / "summary.json").read_text())["run_id"]
+    assert record["verdict"] == "1 of 5 gates failed" and record["passed"] is False
+    first, *others = record["gates"]  # failed first
+    assert first["gate"] == "exact_match:regression" and first["result"] == "fail", first
+    assert first["baseline_run"] == summary["run_id"] and first["tolerance"] == 0.05
+    assert first["baseline"] == pytest.approx(em) and first["threshold"] == pytest.approx(em - 0.05)
+    assert first["actual"] < first["threshold"] and first["margin"] == pytest.approx(first["actual"] - em + 0.05)
+    assert (
+        first["statistic"] == "mean"
+        and first["system"] is None
+        and first["n"] == summary["metrics"]["exact_match"]["n"]
+    )
+    assert [g["result"] for g in others] == ["pass"] * 4
+    assert others[0]["gate"] == "recall_at_5=0.1" and others[0]["baseline"] is None
+
+    md = _md(out)
+    assert md.index("## Gates") < md.index("| metric | mean |")  # near the top, before the metric table
+    assert "**1 of 5 gates failed**" in md
+    fail_row = md.split("| gate | on |")[1].splitlines()[2]
+    assert fail_row.startswith("| exact_match:regression | regression (baseline ") and "**FAIL**" in fail_row
+    assert f"against the means of baseline run {summary['run_id']}, tolerance 0.05" in md
+    html = _html(out)
+    assert html.index('id="gates"') < html.index('id="summary"') and "1 of 5 gates failed" in html
+    assert '<td class="l bad">FAIL</td>' in html and f"baseline run {summary['run_id']}, tolerance 0.05" in html
+
+    for fmt in ("md", "html"):  # written again from the DIR: the gates stay
+        again = ragscore("report", out, "--format", fmt, home=home)
+        assert again.returncode == 0, again.stderr
+    assert _md(out) == md and "1 of 5 gates failed" in _html(out)
+    copy = tmp_path / "copy"
+    copied = ragscore("report", out, "--format", "json", "--out", copy, home=home)
+    assert copied.returncode == 0, copied.stderr
+    assert _gates(copy) == record  # a json report elsewhere takes the gates with the summary
+
+    resumed = ragscore("run", "--resume", out, "--fail-under", "exact_match=0.1", "-q", home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [g["gate"] for g in _gates(out)["gates"]] == ["exact_match=0.1"]  # the resume's gates replace them
+    assert "1 gate holds" in _md(out) and "regression" not in _md(out) and "1 gate holds" in _html(out)
+
+    fresh = ragscore("run", data, "--suite", SUITE, "--out", out, "-q", home=home)  # a new run, no gates, same DIR
+    assert fresh.returncode == 0, fresh.stderr
+    assert not (out / "gates.json").exists() and "## Gates" not in _md(out)
