@@ -30,7 +30,7 @@ from .compare import (
 )
 from .console import LOWER_IS_BETTER_MARK
 from .html import fmt, version
-from .markdown import md_cell
+from .markdown import md_cell, md_text
 from .templates import CSS, environment
 
 __all__ = ["print_comparison", "print_worse", "render_compare_html", "render_compare_markdown"]
@@ -182,7 +182,7 @@ def render_compare_markdown(c: Comparison) -> str:
     lines = [f"# ragscore compare: {' vs '.join(map(md_cell, arms))}", "",
              "Paired on the questions both systems scored: mean difference, 95% paired-bootstrap CI, two-sided "
              f"sign-flip permutation p-value (seed {c.seed}).", "",
-             *([f"**Warning:** {md_cell(_mismatch(c))}.", ""] if _mismatch(c) else []), "## Means", "",
+             *([f"**Warning:** {md_text(_mismatch(c))}.", ""] if _mismatch(c) else []), "## Means", "",
              "| metric | " + " | ".join(map(md_cell, arms)) + " |", "|---|" + "---|" * len(arms)]  # fmt: skip
     for m, cells in _means(c).items():
         lines.append(f"| {md_cell(_named(m))} | " + " | ".join(cells[a] for a in arms) + " |")

@@ -36,7 +36,7 @@ from .itemstats import OTHERS_NOTE, ItemStats, WorstItem
 from .live import scored_text
 from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
-__all__ = ["MEANS_NOTE", "md_cell", "render_markdown", "tied_text"]
+__all__ = ["MEANS_NOTE", "md_cell", "md_text", "render_markdown", "tied_text"]
 
 #: What the summary table's means and intervals are over, under the table of report.md and report.html alike.
 MEANS_NOTE = (
@@ -67,6 +67,21 @@ def md_cell(text: object) -> str:
     as their escapes (``cat report.md`` obeys none). Fit for a table cell and a heading alike."""
     escaped = _MD_REFERENCE.sub(_NOT_A_REFERENCE, _MD_SPECIAL.sub(r"\\\g<0>", str(text)))
     return shown(escaped.replace("\r", " ").replace("\n", " "))
+
+
+#: A code span of a message ragscore writes: a command or a field name in backticks (`ragscore run --resume DIR`).
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def md_text(text: object) -> str:
+    """A message of ours as Markdown: its code spans (commands and field names in backticks) kept as code spans, the
+    rest :func:`md_cell` (escaped, a command's backticks read as text around it). A code span shows its text as
+    written: no markup, mention or link is made of it."""
+    said, end = [], 0
+    for span in _CODE_SPAN.finditer(str(text)):
+        said += [md_cell(str(text)[end : span.start()]), f"`{shown(span.group(1))}`"]
+        end = span.end()
+    return "".join([*said, md_cell(str(text)[end:])])
 
 
 def _mean(m: MetricSummary) -> str:

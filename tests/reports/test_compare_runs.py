@@ -428,6 +428,18 @@ def test_three_systems_whose_ids_disagree_without_the_baseline_leave_those_ids_o
     assert compare([base, edited]).unchecked == ["D"]  # an edited file's value is ignored, not a crash
 
 
+def test_compare_md_shows_the_commands_and_fields_of_its_warning_as_code_and_escapes_the_rest() -> None:
+    """compare.md's warning escaped its own backticks: `ragscore run --resume DIR` read \\`ragscore run --resume
+    DIR\\` in the file, and backticks, not code, on GitHub."""
+    from ragscore_workers.schemas import question_fingerprint as sha
+
+    base = _run("A", [("q0", sha("Where?"), 0.0), ("q1", sha("Who?"), "boom"), ("q2", sha("When?"), 1.0)])
+    other = _run("B*", [("q0", sha("Where?"), 1.0), ("q1", sha("Which?"), 1.0), ("q2", sha("When?"), 0.0)])
+    (warning,) = [line for line in render_compare_markdown(compare([base, other])).splitlines() if "Warning" in line]
+    assert "(an `id` field)" in warning and "`ragscore run --resume DIR` scores them again" in warning, warning
+    assert "\\`" not in warning and "1 in B\\* (e.g. q1)" in warning, warning  # a system's name stays escaped
+
+
 def test_the_means_side_by_side_say_how_many_items_each_is_over(two_runs: dict[str, Any], tmp_path: Path) -> None:
     """Each system's mean is over its own scored items: a run of 60 of the 100 questions reads as such."""
     part = evaluate(_rows("B")[:60], SUITE, broker=two_runs["broker"], out=tmp_path / "part")
