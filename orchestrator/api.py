@@ -27,7 +27,7 @@ from .caller import PYTHON
 from .datasets import Named
 from .datasets.parquet import json_value
 from .datasets.rows import failed_row_at
-from .gates import GateResult, apart, evaluate_gates, incomplete
+from .gates import GatePlan, GateResult, apart, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
 from .reports.console import warning_lines
@@ -270,7 +270,8 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir}{_resume_note(summary, out_dir)})", IncompleteRunWarning,
                       stacklevel=3)  # fmt: skip
-    gates = evaluate_gates(summary, _suite_gates(out_dir))
+    suite_gates = _suite_gates(out_dir)  # checked as `ragscore run` checks them: gates.json, the reports' Gates section
+    gates = GatePlan(suite_gates).check(out_dir) if suite_gates else []
     if missed := [g for g in gates if not g.passed]:
         said = "; ".join(_verdict(g) for g in missed)
         warnings.warn(f"{len(missed)} of the suite's {counted(len(gates), 'gate')} did not hold: {said} "

@@ -30,7 +30,6 @@ from .gates import (
     GatePlan,
     check_gate_names,
     check_tolerance,
-    evaluate_gates,
     failed,
     given_gate,
     incomplete,
@@ -88,8 +87,9 @@ def assert_scores(
     with warnings.catch_warnings():  # an incomplete run is raised below, with the gate table
         warnings.simplefilter("ignore", IncompleteRunWarning)
         result = evaluate(dataset, resolved.suite, broker, out=out, quiet=True)  # a test's output: the verdicts
-    verdicts = evaluate_gates(result.summary, specs, base, tolerance)
-    notes = GatePlan(specs, base, tolerance, None).notes(result.summary, verdicts, outputs)
+    plan = GatePlan(specs, base, tolerance)  # as `ragscore run`: gates.json and the reports' Gates section say them
+    verdicts = plan.check(result.out_dir)
+    notes = plan.notes(result.summary, verdicts, outputs)
     table = render_gates(verdicts) + "".join(f"\n{note}" for note in notes)
     problem = incomplete(result.summary, PYTHON)
     if failed(verdicts):  # the reports its message names outlive the test run (evaluate() keeps an incomplete one's)

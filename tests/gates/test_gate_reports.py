@@ -89,3 +89,42 @@ def test_gate_results_are_in_gates_json_report_md_and_html_and_survive_report_an
     fresh = ragscore("run", data, "--suite", SUITE, "--out", out, "-q", home=home)  # a new run, no gates, same DIR
     assert fresh.returncode == 0, fresh.stderr
     assert not (out / "gates.json").exists() and "## Gates" not in _md(out)
+
+
+def test_a_resume_that_checks_no_gate_leaves_no_gates_json_of_an_earlier_check(tmp_path: Path, home: Path) -> None:
+    """A resume's reports are written from the store, its gates (here none) checked afresh: the gates.json and Gates
+    section of the run's earlier check, whose verdict the resume no longer says, must go."""
+    out = tmp_path / "out"
+    gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.99", home=home)
+    assert gated.returncode == 3, gated.stderr
+    assert _gates(out)["verdict"] == "1 of 1 gate failed" and "## Gates" in _md(out)
+    resumed = ragscore("run", "--resume", out, "-q", home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not (out / "gates.json").exists()
+    assert "## Gates" not in _md(out) and 'id="gates"' not in _html(out)
+
+
+def test_evaluate_resume_and_assert_scores_write_their_gates_as_ragscore_run_does(tmp_path: Path, home: Path) -> None:
+    """evaluate() and resume() checked the suite's gates but wrote no gates.json and no Gates section; assert_scores
+    the same of its own gates."""
+    from orchestrator.api import GateFailedWarning, evaluate, resume
+    from orchestrator.testing import assert_scores
+
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()[:8]]
+    suite = {"metrics": ["exact_match"], "gates": ["exact_match=0.0", "exact_match=0.999"]}
+    out = tmp_path / "api"
+    with pytest.warns(GateFailedWarning):
+        result = evaluate(rows, suite, out=out)
+    record = _gates(out)
+    assert record["run_id"] == result.summary.run_id and record["verdict"] == "1 of 2 gates failed"
+    assert [g["gate"] for g in record["gates"]] == ["exact_match=0.999", "exact_match=0"]  # failed first
+    assert "**1 of 2 gates failed**" in _md(out) and "1 of 2 gates failed" in _html(out)
+    with pytest.warns(GateFailedWarning):
+        resume(out)  # its reports written again from the store: the suite's gates checked and written again
+    assert _gates(out) == record and "**1 of 2 gates failed**" in _md(out)
+
+    checked = tmp_path / "checked"
+    assert_scores(rows, {"metrics": ["exact_match"], "gates": ["exact_match=0.0"]}, ["exact_match@nobody=0.0"],
+                  out=checked)  # fmt: skip
+    assert [g["gate"] for g in _gates(checked)["gates"]] == ["exact_match=0", "exact_match@nobody=0"]
+    assert "all 2 gates hold" in _md(checked)

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from orchestrator.gates import (
     GatePlan,
+    GateResult,
     check_gate_names,
     evaluate_gates,
     failed,
@@ -502,3 +503,20 @@ def test_an_output_no_item_of_which_has_contexts_is_no_run_error_where_another_s
     assert said.startswith("no scores for context_relevance: every item was unscorable"), said
     mixed = {"context_relevance": ["no contexts", "no question"], "exact_match": [None, None]}
     assert (incomplete(summary(mixed)) or "").startswith("no scores for context_relevance"), mixed
+
+
+def test_the_gates_section_escapes_gate_text_and_system_names_in_report_md_and_html() -> None:
+    """A system name from the dataset is shown as written: no HTML runs in report.html, no Markdown in report.md."""
+    from orchestrator.reports.html import render_html
+    from orchestrator.reports.itemstats import ItemStats
+    from orchestrator.reports.markdown import render_markdown
+
+    summary = _summary({"exact_match": [1.0, 0.0]})
+    system = "<script>alert(1)</script>|*x*"
+    results = [GateResult("exact_match", "mean", 0.9, 0.5, False, n=2, system=system)]
+    html = render_html(summary, ItemStats(), gates=results)
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;|*x*" in html
+    md = render_markdown(summary, gates=results)
+    (row,) = [line for line in md.splitlines() if line.startswith("| exact_match@")]
+    assert row.startswith(r"| exact_match@\<script\>alert(1)\</script\>\|\*x\*=0.9 | mean |"), row
+    assert "**1 of 1 gate failed**" in md
