@@ -92,13 +92,14 @@ def test_gate_results_are_in_gates_json_report_md_and_html_and_survive_report_an
 
 
 def test_a_resume_that_checks_no_gate_leaves_no_gates_json_of_an_earlier_check(tmp_path: Path, home: Path) -> None:
-    """A resume's reports are written from the store, its gates (here none) checked afresh: the gates.json and Gates
-    section of the run's earlier check, whose verdict the resume no longer says, must go."""
+    """A resume's reports are written from the store, its gates checked afresh: ``ragscore resume DIR`` checks the
+    suite's (here none), not a ``run``'s ``--fail-under``; the gates.json and Gates section of the run's earlier
+    check, whose verdict the resume no longer says (it exits 0), must go."""
     out = tmp_path / "out"
     gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.99", home=home)
     assert gated.returncode == 3, gated.stderr
     assert _gates(out)["verdict"] == "1 of 1 gate failed" and "## Gates" in _md(out)
-    resumed = ragscore("run", "--resume", out, "-q", home=home)
+    resumed = ragscore("resume", out, "-q", home=home)
     assert resumed.returncode == 0, resumed.stderr
     assert not (out / "gates.json").exists()
     assert "## Gates" not in _md(out) and 'id="gates"' not in _html(out)
@@ -111,6 +112,7 @@ def test_evaluate_resume_and_assert_scores_write_their_gates_as_ragscore_run_doe
     from orchestrator.testing import assert_scores
 
     rows = [json.loads(line) for line in DATA.read_text().splitlines()[:8]]
+    rows[0]["answer"] = "I do not know"  # exact_match under 0.999
     suite = {"metrics": ["exact_match"], "gates": ["exact_match=0.0", "exact_match=0.999"]}
     out = tmp_path / "api"
     with pytest.warns(GateFailedWarning):
@@ -124,7 +126,7 @@ def test_evaluate_resume_and_assert_scores_write_their_gates_as_ragscore_run_doe
     assert _gates(out) == record and "**1 of 2 gates failed**" in _md(out)
 
     checked = tmp_path / "checked"
-    assert_scores(rows, {"metrics": ["exact_match"], "gates": ["exact_match=0.0"]}, ["exact_match@nobody=0.0"],
+    assert_scores(rows, {"metrics": ["exact_match"], "gates": ["exact_match=0.0"]}, ["exact_match:ci_low=0.0"],
                   out=checked)  # fmt: skip
-    assert [g["gate"] for g in _gates(checked)["gates"]] == ["exact_match=0", "exact_match@nobody=0"]
+    assert [g["gate"] for g in _gates(checked)["gates"]] == ["exact_match=0", "exact_match:ci_low=0"]
     assert "all 2 gates hold" in _md(checked)
