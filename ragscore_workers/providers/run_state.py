@@ -330,6 +330,8 @@ FAILING_PREFIX = "consecutive_failures:"
 STOPPER_PREFIX = "run_stopper:"
 #: The start of the field keeping a judge limiter's breaker reason that a run stopper replaced (:func:`replaced_stops`).
 REPLACED_PREFIX = "replaced_breaker:"
+#: A breaker's text fields as a judge without a limiter scope (and a target) writes them: reasons, never counters.
+UNSCOPED_REASON_FIELDS = ("breaker", "replaced_breaker")
 
 
 class Hold(NamedTuple):
@@ -649,7 +651,7 @@ class RunJudgeState:
         for name, value in raw.items():
             if name == self.breaker_field:
                 out["breaker"] = value
-            elif scoped_breaker_field(name) or name == "breaker":  # another limiter's breaker
+            elif scoped_breaker_field(name) or name in UNSCOPED_REASON_FIELDS:  # another limiter's breaker, a reason
                 continue
             elif name in ("budget", "base_url"):
                 out[name] = value

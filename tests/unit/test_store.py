@@ -614,6 +614,23 @@ def test_a_count_reason_another_judges_breaker_holds_too_is_not_made_a_refused_k
     assert replaced_stops(store.counters(run, "judge")) == {}
 
 
+def test_the_judge_state_reads_past_an_unscoped_breakers_replaced_reason(store: RunStore) -> None:
+    """A judge without a limiter scope (and a target) keeps the count's reason a run stopper replaced in the field
+    ``replaced_breaker``: text, which :meth:`RunJudgeState.read` took for a counter (``int()`` of a reason, a
+    ValueError) for that judge and for every scoped one reading the same hash. Seen failing before: ValueError:
+    invalid literal for int() with base 10: 'circuit breaker open after 1 consecutive failed judge calls ...'."""
+    run = "t-unscoped-replaced"
+    store.create_run(run, {"state": "running"})
+    unscoped = RunJudgeState(store.r, run, ttl_s=60)
+    unscoped.record_failure(1, "groq HTTP 500")
+    refused = "the groq judge's key was refused: check JUDGE_KEY_A"
+    unscoped.record_failure(1, "groq HTTP 401", reason=refused)
+    assert "replaced_breaker" in store.counters(run, "judge")  # written by the run stopper, as a worker writes it
+    assert unscoped.read()["breaker"] == refused
+    scoped = RunJudgeState(store.r, run, ttl_s=60, scope="groq:m:b")
+    assert "breaker" not in scoped.read() and "replaced_breaker" not in scoped.read()
+
+
 def test_touch_and_settle_keep_the_judge_limiters_as_long_as_the_run(store: RunStore) -> None:
     """The judge limiters are one of the run's own keys: a run whose clients were built once, longer ago than the live
     TTL, still names them; a finished run's go with the rest of it."""
