@@ -50,19 +50,20 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     parsed = _parsed(path)
     steps = [step for step, _ in parsed]
     if parsed[0] == ("$", False):  # a key "$" is written ['$']
-        fixed = repr(_path_text(steps[1:])) if len(steps) > 1 else "the key holding the field (a.b)"
+        written = _path_text(steps[1:]) if len(steps) > 1 else None
+        fixed = repr(written) if written else "the key holding the field (a.b)"
         raise ValueError(f"{path!r} begins with JSONPath's root '$', which these paths leave out (they start at the "
                          f"reply): write {fixed}")  # fmt: skip
     if spaced := [step for step, quoted in parsed if isinstance(step, str) and _spaced(step, quoted=quoted)]:
         fixed = _path_text([s.strip() if isinstance(s, str) else s for s in steps if str(s).strip()])
         hint = f"write {fixed!r}" if fixed else "give the key holding the field (a.b), or null to leave it unfilled"
         if all(str(step).strip() for step in steps):  # a key that holds the spaces is written in quotes
-            hint += f" (or {_path_text(steps)!r}, for a reply whose key has them)"
+            hint += _kept_spaces_hint(steps, spaced[0])
         raise ValueError(f"{path!r} has the key {spaced[0]!r}, blank or spaced at an end, which no reply's key is: "
                          f"{hint}")  # fmt: skip
     stars = steps.count("*")
     if not lists and stars:
-        one = _path_text([0 if step == "*" else step for step in steps])
+        one = _path_text([0 if step == "*" else step for step in steps]) or "[0]"
         raise ValueError(f"{path!r} maps over a list ([*]), so it always gives a list, never the one value this "
                          f"field holds: name one element ({one!r})")  # fmt: skip
     if stars > 1:
@@ -72,27 +73,48 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     return steps
 
 
+def _kept_spaces_hint(steps: list[str | int], key: str | int) -> str:
+    """The path ``steps`` keeping the spaces of its keys, for a reply whose key has them (``key``: the first spaced);
+    said plainly where no path can name such a key (:func:`_path_text`)."""
+    if (written := _path_text(steps)) is not None:
+        return f" (or {written!r}, for a reply whose key has them)"
+    return (f" (a reply's key {key!r} with those spaces cannot be named by a path: in quotes it holds both ' and \", "
+            "and a path has no escapes)")  # fmt: skip
+
+
 def _spaced(key: str, *, quoted: bool) -> bool:
     """Whether ``key`` is blank, or spaced at an end where not written in quotes (``data. answer``: a slip; a key in
     quotes, ``data[' answer']``, is read as written)."""
     return not key.strip() or (not quoted and key != key.strip())
 
 
-def _path_text(steps: list[str | int]) -> str:
-    """``steps`` written as a path again (``a[0].b``, ``a[*].b``, ``a['b c ']``)."""
+def _path_text(steps: list[str | int]) -> str | None:
+    """``steps`` written as a path again (``a[0].b``, ``a[*].b``, ``a['b c ']``, ``a["it's"]``), which
+    :func:`parse_path` reads back as ``steps``; None where a key cannot be written so: one that must be in quotes
+    (:func:`_needs_quotes`) yet holds both ``'`` and ``"``, as a path has no escapes."""
     text = ""
     for step in steps:
         if step == "*" or isinstance(step, int):
             text += f"[{step}]"
-        elif _QUOTED.search(step) or step != step.strip():
-            text += f"[{step!r}]"  # a key holding '.', '[', ']' or a quote, or spaced at an end
-        else:
+        elif not _needs_quotes(step) and (text or step != "$"):  # a first key "$" would read as JSONPath's root
             text += f".{step}" if text else step
+        elif "'" not in step:
+            text += f"['{step}']"
+        elif '"' not in step:
+            text += f'["{step}"]'
+        else:
+            return None
     return text
 
 
-#: What makes a key be written in quotes (``['a.b']``).
-_QUOTED = re.compile(r"[.\[\]'\"]")
+def _needs_quotes(key: str) -> bool:
+    """Whether ``key`` is written in quotes in a path (``['a.b']``): it holds ``.``, ``[`` or ``]``, is empty or
+    spaced at an end (a quote alone is read as written: ``it's``)."""
+    return bool(_QUOTED.search(key)) or not key or key != key.strip()
+
+
+#: What in a key makes it be written in quotes (``['a.b']``).
+_QUOTED = re.compile(r"[.\[\]]")
 
 
 def _walk(value: Any, steps: list[str | int]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from ragscore_workers.errors import ConfigError
 from ragscore_workers.schemas import Row, TargetConfig
 from ragscore_workers.target import TargetError, fill_row
 from ragscore_workers.target.fill import unfilled_fields
-from ragscore_workers.target.jsonpath import extract, parse_path
+from ragscore_workers.target.jsonpath import _path_text, check_path, extract, parse_path
 from ragscore_workers.target.template import UnseenRequestFields, placeholders, render
 
 REPLY = {
@@ -57,6 +58,28 @@ def test_a_key_in_quotes_is_read_as_written_spaces_dots_and_all() -> None:
 def test_a_path_read_before_keys_in_quotes_keeps_its_meaning(path: str, steps: list[str | int]) -> None:
     """Keys in quotes are read only in brackets (``['a']``): a quote in a dotted key is part of it, as before."""
     assert parse_path(path) == steps
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [["data", 'it\'s "x"'], ["data", "a.b's", 0], ['x]"y"', "*", "t"], ["a\\b ", "it's "], ["$", "a"], ["data", ""]],
+)
+def test_a_path_written_back_from_its_steps_reads_as_those_steps(steps: list[str | int]) -> None:
+    """The paths check_path suggests as a fix are written from steps (``_path_text``): a key with a quote went in
+    ``repr``, whose backslashes (``['it\\'s "x"']``, ``['a\\\\b ']``) the paths' syntax does not read. Seen failing
+    before: parse_path refused it ("not a JSON path") or read other keys."""
+    assert parse_path(_path_text(steps)) == steps
+
+
+def test_a_key_no_path_can_name_is_said_so_not_written_unreadably() -> None:
+    """A key that must be in quotes and holds both quote kinds has no path (no escapes): said plainly. Seen failing
+    before: the hint wrote it with backslashes, a path refused as "not a JSON path"."""
+    assert _path_text(["data", 'it\'s "x" ']) is None
+    with pytest.raises(ValueError, match=r"cannot be named by a path: in quotes it holds both ' and \", and a path"):
+        check_path('data.it\'s "x" ', lists=False)
+    both = 'data.it\'s "x"'  # a quote alone needs no brackets: the fix is the path less its "$."
+    with pytest.raises(ValueError, match=re.escape(f"write {both!r}")):
+        check_path(f"$.{both}", lists=False)
 
 
 @pytest.mark.parametrize("bad", ["", "a..b", "a[x]", "a[", "[*]]", "a['b]", "a.['b']"])
