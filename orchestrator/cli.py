@@ -408,6 +408,7 @@ def run_cmd(
         run_id = _run_id(str(resume_dir))
         if not (fail_under or baseline_dir or tolerance is not None):  # the gates the run was started with
             fail_under, baseline_dir, tolerance, junit, junit_items = _recorded_gates(resume_dir, junit, junit_items)
+        _refuse_its_own_baseline(resume_dir, baseline_dir, run_id, broker)
         if junit is not None:
             _check_junit_path(junit)
         stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run as for the new one
@@ -469,6 +470,25 @@ def _gates_job(
              "fail_on_regression": str(baseline_dir.resolve()) if baseline_dir else None,
              "junit": str(junit.resolve()) if junit else None, "junit_items": junit_items or None}  # fmt: skip
     return {"gates": gates} if any(v not in (None, []) for v in gates.values()) else None
+
+
+def _refuse_its_own_baseline(resume_dir: Path, baseline_dir: Path | None, run_id: str, broker: str | None) -> None:
+    """ConfigError for ``--resume DIR --fail-on-regression DIR`` where the run in DIR has not written its reports: the
+    baseline's own advice, to finish it with ``--resume DIR``, would repeat the command. A run its store lost is left
+    to the resume's own refusal (run it again)."""
+    from .reports.previous import unwritten_reports
+    from .runner import recorded_run
+
+    if baseline_dir is None or baseline_dir.resolve() != resume_dir.resolve():
+        return
+    if unwritten_reports(resume_dir) is None or (recorded_run(resume_dir) or {}).get("lost"):
+        return
+    raise ConfigError(
+        f"--fail-on-regression {baseline_dir} names the run this --resume finishes ({run_id}, which has not written "
+        "its reports): a run cannot be its own baseline. Give --fail-on-regression the --out DIR of another, finished "
+        f"run, or resume without it ({backticked(resume_command(resume_dir, broker=broker))}) and gate later runs "
+        f"with --fail-on-regression {resume_dir} once it has finished"
+    )
 
 
 def _recorded_gates(

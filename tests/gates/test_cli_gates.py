@@ -378,6 +378,25 @@ def test_a_baseline_or_report_dir_of_an_interrupted_run_says_to_resume_it(tmp_pa
         assert said in stderr, stderr
 
 
+def test_a_resume_gated_on_its_own_unfinished_dir_says_what_to_do_not_its_own_command(
+    tmp_path: Path, home: Path
+) -> None:
+    """``ragscore run --resume DIR --fail-on-regression DIR`` of a run that has not written its reports said "finish it
+    with `ragscore run --resume DIR`, then gate on it": the user's own command. It says a run cannot be its own
+    baseline, and what to do instead. Seen failing before: it said "finish it with `ragscore run --resume ..."."""
+    base = tmp_path / "base"
+    with pytest.raises(TimeoutError):
+        run(DATA, load_suite(SUITE), base, timeout_s=0.01)  # "interrupted" at once: no reports written
+    run_id = json.loads((base / "run.json").read_text())["run_id"]
+    res = ragscore("run", "--resume", base, "--fail-on-regression", base, home=home)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 2, res.stderr
+    assert f"names the run this --resume finishes ({run_id}, which has not written its reports)" in said, said
+    assert "cannot be its own baseline" in said and "the --out DIR of another, finished run" in said, said
+    assert "finish it with" not in said, said
+    assert not (base / "summary.json").exists()  # refused before anything ran
+
+
 def _refused_by_every_reader(base: Path, tmp_path: Path, home: Path) -> list[str]:
     """What ``--fail-on-regression base``, ``report``, ``compare`` and ``consensus base`` say (on one line each),
     each refused (exit 2)."""
