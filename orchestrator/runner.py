@@ -996,7 +996,13 @@ def wait(
                 last_change = time.monotonic()  # an outage is not a stall
                 continue
             except ConfigError:  # a later read of the poll found no meta: lost since its state was read
-                if store.exists(run_id):
+                try:
+                    kept = store.exists(run_id)
+                except _Outage.ERRORS as exc:  # Redis stopped answering since: an outage, as at any read of the poll
+                    outage.lost(exc)
+                    last_change = time.monotonic()
+                    continue
+                if kept:
                     raise
                 raise _run_lost(run_id) from None
             outage.over()  # said once a whole poll got its answers, not a first read that a later one undoes

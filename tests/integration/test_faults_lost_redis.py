@@ -7,10 +7,12 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
@@ -133,6 +135,76 @@ def test_a_run_its_redis_loses_between_two_reads_of_one_poll_is_said_lost_not_un
         assert len(updates) >= 2, updates  # the second poll's update came: the loss fell inside that poll
     finally:
         server.stop()
+
+
+class _SwallowOnce:
+    """A TCP relay to a redis-server that, once ``armed``, swallows the first command naming ``command`` (never sent
+    on, never answered: a Redis that stops answering at that read, its client's read timeout ends it), then relays
+    every byte again, on new connections."""
+
+    def __init__(self, port: int, command: bytes) -> None:
+        self.port, self.command = port, command
+        self.armed, self.swallowed = threading.Event(), threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with suppress(OSError):  # closed: the test is over
+            while True:
+                client, _ = self.listener.accept()
+                server = socket.create_connection(("127.0.0.1", self.port))
+                threading.Thread(target=self._relay, args=(client, server, True), daemon=True).start()
+                threading.Thread(target=self._relay, args=(server, client, False), daemon=True).start()
+
+    def _relay(self, source: socket.socket, sink: socket.socket, asks: bool) -> None:
+        with suppress(OSError), source, sink:
+            while data := source.recv(65536):
+                if asks and self.armed.is_set() and not self.swallowed.is_set() and self.command in data.upper():
+                    self.swallowed.set()  # this connection answers nothing more: its client drops it
+                    while source.recv(65536):
+                        pass
+                    return
+                sink.sendall(data)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_redis_that_stops_answering_as_a_poll_checks_for_a_lost_run_is_an_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A poll whose later read found the run's meta gone asks whether the run is still in the store; a Redis that
+    stopped answering at that question ended wait() with redis-py's raw TimeoutError, past the outage handling every
+    other read of the poll has (said, retried for up to REDIS_OUTAGE_S). It is an outage: said, retried, and once
+    Redis answers the run is found lost. Seen failing before: redis.exceptions.TimeoutError: Timeout reading from
+    socket (raised out of the ConfigError handler)."""
+    from ragscore_workers.store import redis_client
+
+    server = RedisProcess(tmp_path / "redis").start()
+    relay = _SwallowOnce(server.port, b"EXISTS")
+    try:
+        submitted = connect(server.url)
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", make_rows(50)), load_suite(SUITE), submitted)  # no worker
+        store = RunStore(redis_client(relay.url, read_timeout_s=2.0), ttl_s=3600)  # its reads through the relay
+        updates: list[dict[str, int]] = []
+
+        def flushed_at_the_second(counters: dict[str, int]) -> None:
+            """The store loses the run after the second poll read its state, and stops answering at its EXISTS."""
+            updates.append(counters)
+            if len(updates) == 2:
+                submitted.r.flushall()
+                relay.armed.set()
+
+        progress = HookedProgress(on_update=flushed_at_the_second)
+        with caplog.at_level(logging.WARNING), pytest.raises(RunLostError, match="its Redis lost it"):
+            wait(store, sub.run_id, progress, consumer_check_s=0, timeout_s=120)
+    finally:
+        relay.close()
+        server.stop()
+    assert relay.swallowed.is_set()  # the poll asked, and was not answered
+    said = [r.getMessage() for r in caplog.records]
+    assert any("lost Redis (Timeout" in m for m in said), said
 
 
 @pytest.mark.serial  # timed: the restart must fall after submit's last write, while the run waits
