@@ -51,12 +51,13 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     steps = [step for step, _ in parsed]
     if parsed[0] == ("$", False):  # a key "$" is written ['$']
         written = _path_text(steps[1:]) if len(steps) > 1 else None
-        fixed = repr(written) if written else "the key holding the field (a.b)"
+        fixed = _said(written) if written else "the key holding the field (a.b)"
         raise ValueError(f"{path!r} begins with JSONPath's root '$', which these paths leave out (they start at the "
                          f"reply): write {fixed}")  # fmt: skip
     if spaced := [step for step, quoted in parsed if isinstance(step, str) and _spaced(step, quoted=quoted)]:
         fixed = _path_text([s.strip() if isinstance(s, str) else s for s in steps if str(s).strip()])
-        hint = f"write {fixed!r}" if fixed else "give the key holding the field (a.b), or null to leave it unfilled"
+        hint = (f"write {_said(fixed)}" if fixed
+                else "give the key holding the field (a.b), or null to leave it unfilled")  # fmt: skip
         if all(str(step).strip() for step in steps):  # a key that holds the spaces is written in quotes
             hint += _kept_spaces_hint(steps, spaced[0])
         raise ValueError(f"{path!r} has the key {spaced[0]!r}, blank or spaced at an end, which no reply's key is: "
@@ -65,7 +66,7 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     if not lists and stars:
         one = _path_text([0 if step == "*" else step for step in steps]) or "[0]"
         raise ValueError(f"{path!r} maps over a list ([*]), so it always gives a list, never the one value this "
-                         f"field holds: name one element ({one!r})")  # fmt: skip
+                         f"field holds: name one element ({_said(one)})")  # fmt: skip
     if stars > 1:
         raise ValueError(f"{path!r} maps over lists {stars} times ([*]), so it gives a list of lists, never "
                          "the list of values this field holds: keep one [*] and name one element of the others "
@@ -77,9 +78,16 @@ def _kept_spaces_hint(steps: list[str | int], key: str | int) -> str:
     """The path ``steps`` keeping the spaces of its keys, for a reply whose key has them (``key``: the first spaced);
     said plainly where no path can name such a key (:func:`_path_text`)."""
     if (written := _path_text(steps)) is not None:
-        return f" (or {written!r}, for a reply whose key has them)"
+        return f" (or {_said(written)}, for a reply whose key has them)"
     return (f" (a reply's key {key!r} with those spaces cannot be named by a path: in quotes it holds both ' and \", "
             "and a path has no escapes)")  # fmt: skip
+
+
+def _said(path: str) -> str:
+    """``path`` as a hint suggests it, to be copied as it is: never escaped (``repr`` wrote ``'it\\'s "x"'``, whose
+    backslash no path reads), between the first of a single quote, a double quote and a backtick that it lacks."""
+    quote = next((q for q in "'\"`" if q not in path), "`")
+    return f"{quote}{path}{quote}"
 
 
 def _spaced(key: str, *, quoted: bool) -> bool:

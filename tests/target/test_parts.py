@@ -78,8 +78,34 @@ def test_a_key_no_path_can_name_is_said_so_not_written_unreadably() -> None:
     with pytest.raises(ValueError, match=r"cannot be named by a path: in quotes it holds both ' and \", and a path"):
         check_path('data.it\'s "x" ', lists=False)
     both = 'data.it\'s "x"'  # a quote alone needs no brackets: the fix is the path less its "$."
-    with pytest.raises(ValueError, match=re.escape(f"write {both!r}")):
+    with pytest.raises(ValueError, match=re.escape(f"write `{both}`")):
         check_path(f"$.{both}", lists=False)
+
+
+#: A path a hint suggests, between the quote or backtick it lacks (group 2).
+_SUGGESTED = re.compile(r"(?:write |\(or |one element \()(['\"`])(.*?)\1")
+
+
+@pytest.mark.parametrize(
+    ("bad", "steps"),
+    [
+        ('$.data.it\'s "x"', ["data", 'it\'s "x"']),
+        ("$.a\\b", ["a\\b"]),
+        ("data.it's[*]", ["data", "it's", 0]),
+        (" data.a\\b", ["data", "a\\b"]),
+    ],
+)
+def test_a_suggested_path_is_shown_as_it_is_written_not_escaped(bad: str, steps: list[str | int]) -> None:
+    """A hint's path is copied into a suite as shown: it was shown by ``repr``, whose backslashes (``'data.it\\'s
+    "x"'``, ``'a\\\\b'``) the paths' syntax does not read. Each path a hint suggests reads back, the first as ``steps``.
+    Seen failing before: the first suggestion read as other keys, or was refused as "not a JSON path"."""
+    with pytest.raises(ValueError) as refused:
+        check_path(bad, lists=False)
+    suggested = [m.group(2) for m in _SUGGESTED.finditer(str(refused.value))]
+    assert suggested, str(refused.value)
+    assert parse_path(suggested[0]) == steps, str(refused.value)
+    for path in suggested[1:]:
+        check_path(path, lists=False)
 
 
 @pytest.mark.parametrize("bad", ["", "a..b", "a[x]", "a[", "[*]]", "a['b]", "a.['b']"])
