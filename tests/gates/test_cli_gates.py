@@ -388,13 +388,19 @@ def test_a_resume_gated_on_its_own_unfinished_dir_says_what_to_do_not_its_own_co
     with pytest.raises(TimeoutError):
         run(DATA, load_suite(SUITE), base, timeout_s=0.01)  # "interrupted" at once: no reports written
     run_id = json.loads((base / "run.json").read_text())["run_id"]
-    res = ragscore("run", "--resume", base, "--fail-on-regression", base, home=home)
-    said = " ".join(res.stderr.split())
-    assert res.returncode == 2, res.stderr
-    assert f"names the run this --resume finishes ({run_id}, which has not written its reports)" in said, said
-    assert "cannot be its own baseline" in said and "the --out DIR of another, finished run" in said, said
-    assert "finish it with" not in said, said
-    assert not (base / "summary.json").exists()  # refused before anything ran
+    (tmp_path / "link").symlink_to(base)
+    for resumed, baseline in ((base, base), ("base/", tmp_path / "link")):  # the same folder, however it is named
+        res = ragscore("run", "--resume", resumed, "--fail-on-regression", baseline, home=home, cwd=tmp_path)
+        said = " ".join(res.stderr.split())
+        assert res.returncode == 2, res.stderr
+        assert f"names the run this --resume finishes ({run_id}, which has not written its reports)" in said, said
+        assert "cannot be its own baseline" in said and "the --out DIR of another, finished run" in said, said
+        assert "finish it with" not in said, said
+        assert not (base / "summary.json").exists()  # refused before anything ran
+    other, _ = _baseline(tmp_path / "finished", home)  # another, finished run's folder is a baseline it gates on
+    res = ragscore("run", "--resume", base, "--fail-on-regression", other, "-q", home=home)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((base / "summary.json").read_text())["run_id"] == run_id
 
 
 def _refused_by_every_reader(base: Path, tmp_path: Path, home: Path) -> list[str]:
