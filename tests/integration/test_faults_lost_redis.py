@@ -21,7 +21,7 @@ import pytest
 from orchestrator.runner import connect, run, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import BrokerError, RunLostError
-from ragscore_workers.store import RunStore
+from ragscore_workers.store import RunStore, redis_client
 
 from ..support import (
     ROOT,
@@ -179,8 +179,6 @@ def test_a_redis_that_stops_answering_as_a_poll_checks_for_a_lost_run_is_an_outa
     other read of the poll has (said, retried for up to REDIS_OUTAGE_S). It is an outage: said, retried, and once
     Redis answers the run is found lost. Seen failing before: redis.exceptions.TimeoutError: Timeout reading from
     socket (raised out of the ConfigError handler)."""
-    from ragscore_workers.store import redis_client
-
     server = RedisProcess(tmp_path / "redis").start()
     relay = _SwallowOnce(server.port, b"EXISTS")
     try:
@@ -276,8 +274,6 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
 def test_a_redis_that_accepts_and_never_answers_fails_the_run_in_bounded_time(tmp_path: Path) -> None:
     """A port that accepts connections and never replies (a hung Redis, another service, a proxy holding the
     connection): ``run`` said "retrying for about 20 s" and then waited for ever in its first read."""
-    import socket
-
     listener = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nobody ever reads or answers
     port = listener.getsockname()[1]
     suite = tmp_path / "suite.json"
