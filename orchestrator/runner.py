@@ -1388,7 +1388,8 @@ def _refuse_metrics_only_here(resolved: ResolvedSuite) -> None:
 def check_local_resources(resolved: ResolvedSuite, queues: list[str], judge_calls_left: int | None = None) -> None:
     """Embedded runs, before any worker starts: what the local workers would fail on for every item is an
     error now (exit 2): a judge API key or a target's token this environment (which they inherit) lacks, an
-    embedding model that is not there, a ``corpus_dir`` that is not a directory. Not for a cluster, whose keys,
+    embedding model that is not there, a ``corpus_dir`` that is not a directory, a code sandbox that cannot run
+    here (no bubblewrap, no Docker engine). Not for a cluster, whose keys,
     models and files live on its workers. ``judge_calls_left``: the judge calls the dry run's count says the run sends
     (:func:`~orchestrator.estimate.judge_calls_planned`; None: not counted, or no reply cached to spare any:
     :func:`judge_cache_may_answer`); none left needs no judge key. The judge is checked last: a missing key
@@ -1409,8 +1410,25 @@ def check_local_resources(resolved: ResolvedSuite, queues: list[str], judge_call
         resolve_model(resolved.suite.embedding.model)  # ModelNotFoundError (a ConfigError) says what was tried
         if resolved.suite.embedding.device != "auto":  # a named device the local workers would not find
             pick_device(resolved.suite.embedding.device)
+    if Queue.CODE.value in queues:
+        _check_sandbox(resolved.suite.sandbox.backend)
     if Queue.JUDGE.value in queues:
         _check_judge(resolved, judge_calls_left)
+
+
+def _check_sandbox(backend: str) -> None:
+    """ConfigError when the suite's sandbox backend cannot run code on this machine (the local workers' own)."""
+    from ragscore_workers.sandbox import SandboxUnavailable, get_sandbox
+
+    try:
+        get_sandbox(backend)
+    except SandboxUnavailable as exc:
+        fallback = " (no Docker engine answers, so the local one)" if backend == "auto" else ""
+        raise ConfigError(
+            f"sandbox.backend {backend}{fallback} cannot run code on this machine, so every item whose code it runs "
+            f"would be an error: {str(exc).rstrip('.')}. Install what it names, or set the suite's sandbox.backend to "
+            "one this machine has"
+        ) from exc
 
 
 def _check_judge(resolved: ResolvedSuite, calls_left: int | None) -> None:

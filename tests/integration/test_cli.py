@@ -104,6 +104,9 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         ("hosted_base_url_no_key", "set the environment variable OPENAI_API_KEY (for api.groq.com; any value"),
         ("key_with_a_newline_inside", "The value of GROQ_API_KEY cannot be a key or token"),
         ("missing_corpus_dir", "evidence_overlap: corpus_dir /no/such/corpus is not a directory"),
+        # a host without bubblewrap started the run and errored every code_test item (exit 1, after the other metrics)
+        ("no_bubblewrap", "sandbox.backend local cannot run code on this machine"),
+        ("no_bubblewrap", "apt-get install bubblewrap"),
         ("resume_with_dataset", "drop DATASET, --suite, or start a new run without --resume"),
     ],
 )
@@ -136,6 +139,12 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
     elif case == "key_with_a_newline_inside":
         monkeypatch.setenv("GROQ_API_KEY", "gsk-FIRST-LINE\ngsk-SECOND-LINE")
         suite = {"metrics": ["answer_accuracy"]}
+    env = None
+    if case == "no_bubblewrap":  # this host's tools but bwrap: the private Redis's server still found
+        write_jsonl(data, [row | {"code": "print(1)"} for row in make_rows(5)])
+        suite = {"metrics": ["exact_match", {"name": "code_test", "params": {"stdout": "1"}}],
+                 "sandbox": {"backend": "local"}}  # fmt: skip
+        env = {"PATH": str(_tools_but_bwrap(tmp_path / "bin"))}
     out, extra = tmp_path / "out", []
     if case == "chunk_zero":
         extra = ["--chunk-size", "cpu=0"]
@@ -145,13 +154,25 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         out.write_text("")
     elif case == "resume_with_dataset":  # the run store's dataset and suite are used: these would be ignored
         extra = ["--resume", str(out)]
-    result = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), *extra, home=home)
+    result = ragscore(
+        "run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), *extra, home=home, env=env
+    )
     assert result.returncode == 2, result.stderr
     assert message in " ".join(result.stderr.split()), result.stderr  # as one line, however it wrapped
     assert "Traceback" not in result.stderr and "LINE" not in result.stderr
     assert not out.is_dir() or not (out / "items.jsonl").exists()
     assert not list((home / "logs").glob("worker-*")) if (home / "logs").exists() else True
     assert _our_processes(home) == []
+
+
+def _tools_but_bwrap(folder: Path) -> Path:
+    """A folder for PATH holding a link to each program of this host's PATH but bwrap: a host without bubblewrap."""
+    folder.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        for tool in Path(directory).glob("*") if Path(directory).is_dir() else []:
+            if tool.name != "bwrap" and not (folder / tool.name).exists():
+                (folder / tool.name).symlink_to(tool)
+    return folder
 
 
 def test_a_refusal_of_a_routed_rows_queue_leaves_no_run_to_lock_the_out_dir(
