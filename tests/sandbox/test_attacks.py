@@ -55,6 +55,45 @@ def attempt(family, address):
 """
 
 
+#: Attaches to the sandbox's pid-1 (bwrap's init, of the program's uid: ptrace lets it) and makes it call
+#: socket(AF_INET) and keyctl, which the seccomp filter refuses the program: pid-1 must be under the filter too.
+#: x86_64 registers.
+PTRACE_INIT = """\
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+class Regs(ctypes.Structure):  # struct user_regs_struct
+    _fields_ = [(name, ctypes.c_ulonglong) for name in "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi "
+                "orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs".split()]
+ATTACH, GETREGS, SETREGS, SINGLESTEP, DETACH, PEEKTEXT, WALL = 16, 12, 13, 9, 17, 1, 0x40000000
+def ptrace(request, addr=0, regs=None):
+    return libc.ptrace(request, 1, addr, None if regs is None else ctypes.addressof(regs))
+def said(n):
+    return errno.errorcode.get(-n, n) if n < 0 else n
+if ptrace(ATTACH) != 0:
+    raise SystemExit(print("ATTACH", errno.errorcode[ctypes.get_errno()]))
+os.waitpid(1, WALL)
+saved = Regs()
+ptrace(GETREGS, regs=saved)
+print("ATTACHED", "at a syscall" if ptrace(PEEKTEXT, saved.rip - 2) & 0xFFFF == 0x050F else "elsewhere")
+def syscall(nr, *args):
+    regs = Regs.from_buffer_copy(saved)
+    regs.rip, regs.rax, regs.orig_rax = saved.rip - 2, nr, 2**64 - 1  # at its syscall instruction, no restart
+    for name, arg in zip(("rdi", "rsi", "rdx"), args):
+        setattr(regs, name, arg % 2**64)
+    ptrace(SETREGS, regs=regs)
+    ptrace(SINGLESTEP)
+    os.waitpid(1, WALL)
+    ptrace(GETREGS, regs=regs)
+    return said(ctypes.c_long(regs.rax).value)
+print("SOCKET", syscall(41, 2, 1, 0))  # socket(AF_INET, SOCK_STREAM, 0)
+print("KEYCTL", syscall(250, 0, -3, 0))  # keyctl(KEYCTL_GET_KEYRING_ID, the session keyring)
+ptrace(SETREGS, regs=saved)
+ptrace(DETACH)
+"""
+
+
 def attacks(home: Path, redis_port: int) -> dict[str, str]:
     """Attack name -> code. Host paths and ports are written into the code, as an attacker would guess them."""
     connect = _CONNECT.replace("{token}", TOKEN)
@@ -118,6 +157,8 @@ def attacks(home: Path, redis_port: int) -> dict[str, str]:
             "print('spawned')\n"
         ),
         "sleep_past_timeout": "import time\ntime.sleep(600)\n",
+        "print_100mb_to_stderr": "import sys\nfor _ in range(100):\n    sys.stderr.write('x' * 1_000_000)\n",
+        **({"ptrace_init": PTRACE_INIT} if platform.machine() == "x86_64" else {}),
     }
 
 
@@ -277,6 +318,25 @@ def test_printing_100mb_is_cut_off(attack_run: AttackRun) -> None:
     assert result.details["stopped_by"] == "output_limit" and result.details["output_truncated"]
     assert len(result.details["stdout"]) <= 2000
     assert attack_run.canary_passed("print_100mb")
+
+
+def test_printing_100mb_to_stderr_is_cut_off(attack_run: AttackRun) -> None:
+    result = attack_run.attack("print_100mb_to_stderr")
+    assert result.details["stopped_by"] == "output_limit" and result.details["output_truncated"]
+    assert len(result.details["stderr"]) <= 2000
+    assert attack_run.canary_passed("print_100mb_to_stderr")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack sets x86_64 registers")
+def test_the_sandboxes_pid_1_makes_no_syscall_the_filter_refuses_the_program(attack_run: AttackRun) -> None:
+    """bwrap's pid-1 runs as the program's uid in its pid namespace, so the program may ptrace it: had bwrap not put it
+    under the seccomp filter too, the program would get through it every socket and keyring call the filter refuses."""
+    result = attack_run.attack("ptrace_init")
+    assert lines(result) in (
+        ["ATTACH EPERM"],  # a sandbox that refuses ptrace is as good
+        ["ATTACHED at a syscall", "SOCKET EAFNOSUPPORT", "KEYCTL EPERM"],
+    ), result.details
+    assert attack_run.canary_passed("ptrace_init")
 
 
 def test_no_background_process_is_left_behind(attack_run: AttackRun) -> None:
