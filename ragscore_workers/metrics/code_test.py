@@ -332,6 +332,23 @@ def _normalize(text: str) -> str:
     return "\n".join(line.rstrip() for line in lines).rstrip("\n")
 
 
+def _first_difference(stdout: str, expected: str) -> str:
+    """Where a program's output first differs from the expected one (both as :func:`_normalize` leaves them), its
+    lines quoted as a failure quotes stderr (:func:`_short`)."""
+    got, wanted = _normalize(stdout), _normalize(expected)
+    if not got:
+        return f'it printed nothing, expected "{_short(wanted)}"'
+    got_lines, wanted_lines = got.split("\n"), wanted.split("\n")
+    shared = min(len(got_lines), len(wanted_lines))
+    at = next((i for i in range(shared) if got_lines[i] != wanted_lines[i]), shared)
+    if at == len(wanted_lines):
+        most = "1 line" if at == 1 else f"{at} lines"
+        return f'line {at + 1} is "{_short(got_lines[at])}", expected no more than {most}'
+    if at == len(got_lines):
+        return f'line {at + 1} is missing, expected "{_short(wanted_lines[at])}"'
+    return f'line {at + 1} is "{_short(got_lines[at])}", expected "{_short(wanted_lines[at])}"'
+
+
 def _test_marker() -> str:
     """What a program writes to its stderr (fd 2) after its ``test`` ran to its end, fresh for each run: the code,
     which runs first, cannot know it unless it reads its own ``main.py`` (a program written to pass can; one that
@@ -487,7 +504,7 @@ def judge(
     elif marker and not found and result.exit_code == 0:
         failures.append("the test did not run to its end: the program exited first (exit code 0)")
     if params.stdout is not None and _normalize(result.stdout) != _normalize(params.stdout):
-        failures.append("stdout differs from the expected output")
+        failures.append(f"stdout differs from the expected output: {_first_difference(result.stdout, params.stdout)}")
     if params.stdout_regex is not None:
         try:
             if not bounded_regex(params.stdout_regex).search(result.stdout):

@@ -62,6 +62,24 @@ def test_stdout_comparison_ignores_trailing_whitespace_only() -> None:
     assert not judge(executed(stdout="a\nb\nc"), params)[0]
 
 
+@pytest.mark.parametrize(
+    ("stdout", "expected", "said"),
+    [
+        ("13\n", "42", 'line 1 is "13", expected "42"'),
+        ("1\n2 \n4\n", "1\n2\n3", 'line 3 is "4", expected "3"'),  # trailing whitespace is no difference
+        ("", "42", 'it printed nothing, expected "42"'),
+        ("1\n", "1\n2", 'line 2 is missing, expected "2"'),
+        ("1\n2\n\n", "1", 'line 2 is "2", expected no more than 1 line'),
+        ("y" * 300, "x", f'line 1 is "{"y" * 99}…", expected "x"'),  # cut as a quote of stderr is
+    ],
+)
+def test_a_stdout_that_differs_names_its_first_differing_line(stdout: str, expected: str, said: str) -> None:
+    """The report said "stdout differs from the expected output" alone: what the program printed was in items.jsonl
+    only."""
+    _, details = judge(executed(stdout=stdout), CodeTestParams(stdout=expected))
+    assert details["failures"] == [f"stdout differs from the expected output: {said}"]
+
+
 def test_a_failed_check_says_why() -> None:
     passed, details = judge(executed(exit_code=1, stdout="x" * 5000), CodeTestParams(stdout_regex=r"^\d+$"))
     assert not passed
@@ -182,10 +200,10 @@ def test_a_failing_code_test_point_says_why() -> None:
         [row(id="w", code="print(4)", answer="a", checks=points), row(id="c", code="1/0", answer="b", checks=points)],
         ChecksParams(), ctx,
     )  # fmt: skip
-    assert wrong.details["points"][0]["note"] == "stdout differs from the expected output"
+    assert wrong.details["points"][0]["note"] == 'stdout differs from the expected output: line 1 is "4", expected "3"'
     assert crash.details["points"][0]["note"] == (
         'exit code 1, expected 0 (its stderr ends "ZeroDivisionError: division by zero"); stdout differs from the '
-        "expected output"
+        'expected output: it printed nothing, expected "3"'
     )
     assert wrong.score == crash.score == 0.0
 
@@ -682,7 +700,7 @@ def test_code_without_a_test_that_crashes_quotes_its_stderr() -> None:
     assert result.score == 0.0
     assert result.details["failures"] == [
         'exit code 1, expected 0 (its stderr ends "ZeroDivisionError: division by zero")',
-        "stdout differs from the expected output",
+        'stdout differs from the expected output: it printed nothing, expected "0"',
     ]
 
 
