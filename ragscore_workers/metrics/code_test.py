@@ -338,6 +338,9 @@ def _first_difference(stdout: str, expected: str) -> str:
     got, wanted = _normalize(stdout), _normalize(expected)
     if not got:
         return f'it printed nothing, expected "{_short(wanted)}"'
+    if not wanted:  # its first line that is not blank: there is one, as the normalized output is not empty
+        printed = next(line for line in got.split("\n") if line)
+        return f'it printed "{_short(printed)}", expected nothing'
     got_lines, wanted_lines = got.split("\n"), wanted.split("\n")
     shared = min(len(got_lines), len(wanted_lines))
     at = next((i for i in range(shared) if got_lines[i] != wanted_lines[i]), shared)

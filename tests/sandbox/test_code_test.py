@@ -70,6 +70,7 @@ def test_stdout_comparison_ignores_trailing_whitespace_only() -> None:
         ("", "42", 'it printed nothing, expected "42"'),
         ("1\n", "1\n2", 'line 2 is missing, expected "2"'),
         ("1\n2\n\n", "1", 'line 2 is "2", expected no more than 1 line'),
+        ("\nx\n", "\n", 'it printed "x", expected nothing'),  # not "line 2 is "x", expected no more than 1 line"
         ("y" * 300, "x", f'line 1 is "{"y" * 99}…", expected "x"'),  # cut as a quote of stderr is
     ],
 )
