@@ -273,7 +273,6 @@ def test_the_cpu_time_and_file_size_limits_are_named() -> None:
     ]
 
 
-@pytest.mark.serial  # `print(1)` must end within the 0.5 s the sandbox takes at least: not on a loaded host
 def test_a_limit_outside_what_the_sandbox_takes_is_taken_as_its_nearest_end_and_said() -> None:
     """A row's point asking for timeout_s 1000 ran under 600 s (the sandbox's most) and nothing said so."""
     from ragscore_workers.metrics.checks import ChecksParams
@@ -281,8 +280,9 @@ def test_a_limit_outside_what_the_sandbox_takes_is_taken_as_its_nearest_end_and_
     roomy = SandboxConfig(backend="local", timeout_s=600)
     passed, details = run_code_test("print(1)", {"timeout_s": 1000, "stdout": "1"}, roomy, from_data=True)
     assert passed and details["notes"] == ["timeout_s 1000 was taken as 600, the most the sandbox takes"]
-    passed, details = run_code_test("print(1)", {"timeout_s": 0.1, "memory_mb": 8}, LOCAL)
-    assert passed and details["notes"] == [
+    # whether `print(1)` ends within the 0.5 s (the product's least) is the host's load: the notes are said either way
+    details = run_code_test("print(1)", {"timeout_s": 0.1, "memory_mb": 8}, LOCAL)[1]
+    assert details["notes"] == [
         "timeout_s 0.1 was taken as 0.5, the least the sandbox takes",
         "memory_mb 8 was taken as 32, the least the sandbox takes",
     ]
