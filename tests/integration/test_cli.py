@@ -107,6 +107,8 @@ GOOD_SUITE = {"metrics": ["exact_match", {"name": "recall_at_k", "params": {"k":
         # a host without bubblewrap started the run and errored every code_test item (exit 1, after the other metrics)
         ("no_bubblewrap", "sandbox.backend local cannot run code on this machine"),
         ("no_bubblewrap", "apt-get install bubblewrap"),
+        ("docker_without_engine", "sandbox.backend docker cannot run code on this machine"),
+        ("docker_without_engine", "no Docker engine answers at unix://"),
         ("resume_with_dataset", "drop DATASET, --suite, or start a new run without --resume"),
     ],
 )
@@ -145,6 +147,11 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         suite = {"metrics": ["exact_match", {"name": "code_test", "params": {"stdout": "1"}}],
                  "sandbox": {"backend": "local"}}  # fmt: skip
         env = {"PATH": str(_tools_but_bwrap(tmp_path / "bin"))}
+    elif case == "docker_without_engine":  # the suite names docker: no falling back to bubblewrap
+        write_jsonl(data, [row | {"code": "print(1)"} for row in make_rows(5)])
+        suite = {"metrics": ["exact_match", {"name": "code_test", "params": {"stdout": "1"}}],
+                 "sandbox": {"backend": "docker"}}  # fmt: skip
+        env = {"DOCKER_HOST": f"unix://{tmp_path / 'no-docker.sock'}"}
     out, extra = tmp_path / "out", []
     if case == "chunk_zero":
         extra = ["--chunk-size", "cpu=0"]
@@ -154,6 +161,11 @@ def test_stop_before_submit_errors_exit_2_and_start_nothing(
         out.write_text("")
     elif case == "resume_with_dataset":  # the run store's dataset and suite are used: these would be ignored
         extra = ["--resume", str(out)]
+    if case in ("no_bubblewrap", "docker_without_engine"):  # the dry run says it too, as of a missing judge key
+        dry = ragscore("run", str(data), "--suite", str(_suite(tmp_path, suite)), "--dry-run", home=home, env=env)
+        assert dry.returncode == 2, dry.stderr
+        said = " ".join(dry.stderr.split())
+        assert "a run here would stop before scoring: sandbox.backend" in said and message in said, dry.stderr
     result = ragscore(
         "run", str(data), "--suite", str(_suite(tmp_path, suite)), "--out", str(out), *extra, home=home, env=env
     )
