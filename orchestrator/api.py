@@ -414,7 +414,7 @@ def _records(dataset: Any) -> Iterator[Mapping[str, Any]]:
         raise TypeError(f"evaluate() takes rows (a list of dicts, or a DataFrame), got one {type(dataset).__name__}")
     for i, row in enumerate(dataset):
         if not isinstance(row, Mapping):
-            raise TypeError(f"row {i} is a {type(row).__name__}, not a dict of fields (question, answer, ...)")
+            raise TypeError(f"row {i} is of type {type(row).__name__}, not a dict of fields (question, answer, ...)")
         yield row
 
 

@@ -138,6 +138,8 @@ def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_
     assert result.items[0].id == "a"
     with pytest.raises(TypeError, match="takes rows"):
         evaluate({"id": "a", "answer": "x"}, {"metrics": ["exact_match"]}, out=tmp_path / "one")
+    with pytest.raises(TypeError, match=r"row 1 is of type int, not a dict of fields"):  # was "is a int"
+        evaluate([{"id": "a", "answer": "x"}, 5], {"metrics": ["exact_match"]}, out=tmp_path / "int")
     with pytest.warns(UserWarning, match="1 row was unreadable and not scored"):
         evaluate([{"id": "a", "answer": "x"}, {"id": "b", "answer": True}], {"metrics": ["exact_match"]},
                  out=tmp_path / "bad")  # fmt: skip
