@@ -229,7 +229,7 @@ def cancel(out: str | Path, broker: str | None = None) -> bool:
     from .runner import cancel as cancel_run
 
     run_id = _recorded_run_id(Path(out), "cancel()")
-    store, _ = run_store(broker, run_id, writes=True)
+    store, _ = run_store(broker, run_id, writes=True, app=False)  # the app may be sending this process's run
     was = store.state(run_id)
     cancel_run(store, run_id)
     return was != RunState.CANCELLED and store.state(run_id) == RunState.CANCELLED

@@ -102,6 +102,7 @@ def connect(
     queues: bool = False,
     writes: bool = False,
     no_broker: str = "",
+    app: bool = True,
 ) -> RunStore:
     """Point the Celery app at ``broker_url`` and open the run store there. ``sends``: the caller sends work (a run,
     a submit, a resume), so a broker's Redis apart from the store's is probed too (the queues of its run's suite by
@@ -115,7 +116,9 @@ def connect(
     (:data:`.acl.BACKEND`): the broker's where RAGSCORE_RESULT_BACKEND is unset or the broker's database and user,
     else its own (:func:`broker_roles`). ``no_broker``: how the caller does without the broker (a new run, which
     an embedded Redis serves), added to the error where nothing listens on the port of ``broker_url`` (not where
-    it is the run store's or the result backend's URL that refuses: that is their own variable's)."""
+    it is the run store's or the result backend's URL that refuses: that is their own variable's). ``app``: False
+    leaves this process's Celery app as it is (a thread that only writes the store, e.g. :func:`.api.cancel`, while
+    another of the process's threads sends a run's work through the app)."""
     settings = settings or get_settings()
     if sends:
         settings.check_visibility_timeout()
@@ -152,7 +155,8 @@ def connect(
         named.append((backend, BACKEND_REDIS, (BACKEND,)))
     for url, what, roles in named:  # each Redis its own window: one slow to come up leaves the next its retries
         _reach(url, what, roles, no_broker if url == broker_url else "")
-    _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
+    if app:
+        _fire_and_forget(configure(broker_url, settings.result_backend, send_timeout_s=STORE_READ_TIMEOUT_S).backend)
     broker = None if one else redis_client(broker_url, STORE_READ_TIMEOUT_S)
     store = RunStore(redis_client(store_url, STORE_READ_TIMEOUT_S), settings.run_ttl_s, broker=broker,
                      broker_apart=apart)  # fmt: skip
@@ -463,11 +467,12 @@ def _until_redis_answers(
     return problem
 
 
-def connect_lane(url: str, lane: int, settings: Settings, *, sends: bool = False) -> RunStore:
+def connect_lane(url: str, lane: int, settings: Settings, *, sends: bool = False, app: bool = True) -> RunStore:
     """The store of the embedded server at ``url`` (its database 0, with the result backend) whose broker queues
-    are in database ``lane`` (one process's lane: see :mod:`.embedded_redis`); ``sends`` as :func:`connect`'s."""
+    are in database ``lane`` (one process's lane: see :mod:`.embedded_redis`); ``sends`` and ``app`` as
+    :func:`connect`'s."""
     settings = settings.model_copy(update={"store_url": url, "result_backend": url})
-    return connect(lane_url(url, lane), settings, sends=sends)
+    return connect(lane_url(url, lane), settings, sends=sends, app=app)
 
 
 def _fire_and_forget(backend: Any) -> None:

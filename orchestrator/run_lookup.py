@@ -45,19 +45,20 @@ def broker_url(broker: str | None, *, start_embedded: bool = True) -> str:
 
 
 def run_store(
-    broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False
+    broker: str | None, run_id: str, *, queues: bool = False, writes: bool = False, app: bool = True
 ) -> tuple[RunStore, int | None]:
     """``(store, lane)``: the store, with the broker where run ``run_id``'s queues are, and for an embedded run its
     lane (its process's database: its waiting and held messages and its workers are seen there; None on a
     cluster). An unknown run raises. ``queues``: the command reads the run's queues; ``writes``: it writes the
-    store, and may send to the control queue (see :func:`.connection.connect`)."""
+    store, and may send to the control queue (see :func:`.connection.connect`); ``app``: False leaves the process's
+    Celery app where it points (:func:`.connection.connect`'s)."""
     from .connection import connect, connect_lane
 
     settings = get_settings()
     url = broker_url(broker)
-    store = connect(url, settings, queues=queues, writes=writes)
+    store = connect(url, settings, queues=queues, writes=writes, app=app)
     if not is_embedded(broker):
         store.meta(run_id)  # raises a clear error for an unknown run
         return store, None
     lane = int(store.meta(run_id).get("lane") or 0)
-    return (connect_lane(url, lane, settings) if lane else store), lane
+    return (connect_lane(url, lane, settings, app=app) if lane else store), lane

@@ -1008,36 +1008,45 @@ def test_a_temporary_folder_a_later_call_names_as_out_is_kept_when_the_process_e
 
 
 def test_a_run_cancelled_from_another_thread_returns_what_was_scored_and_resume_finishes_it(
-    tmp_path: Path, home: Path
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Python API had no cancel: a notebook could stop its run only with Ctrl-C, or from a shell's ``ragscore
-    cancel``, whose start took longer than a small run (its cancel came once the run had finished)."""
+    cancel``, whose start took longer than a small run (its cancel came once the run had finished). Its rows are held
+    (the slow plug-in's ``until_file``) until the cancel is done: 400 exact_match rows could all be scored before the
+    wait began, and the run then finished uncancelled."""
     import threading
     import warnings
 
     from orchestrator import cancel, resume
+    from ragscore_workers.app import app
 
-    out = tmp_path / "out"
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.slow")
+    out, release = tmp_path / "out", tmp_path / "release"
+    rows = [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 120_000, "until_file": str(release)}}
+            for i in range(40)]  # fmt: skip
     answers: list[bool] = []
 
     def cancel_from_another_thread(run_id: str) -> None:
+        sending = app._local  # what the run's thread sends with: cancel() pointed the app at database 0 and back
         thread = threading.Thread(target=lambda: answers.append(cancel(out)))
         thread.start()
         thread.join()
+        release.touch()  # the rows taken before the cancel end now; the others are skipped
+        assert app._local is sending, "cancel() re-pointed the Celery app the run sends its work with"
 
     said = rf"was cancelled.*\(reports in {re.escape(str(out))}; resume\({re.escape(repr(str(out)))}\) scores what"
     with pytest.warns(IncompleteRunWarning, match=said):
-        result = evaluate(make_rows(400), {"metrics": ["exact_match"], "chunk_size": {"cpu": 1}}, out=out,
+        result = evaluate(rows, {"metrics": ["slow_exact"], "chunk_size": {"cpu": 1}}, out=out,
                           progress=HookedProgress(on_start=cancel_from_another_thread))  # fmt: skip
     assert answers == [True]
     assert result.summary.state == "cancelled"
-    assert result.summary.metrics["exact_match"].stopped > 0  # its remaining tasks were skipped
+    assert result.summary.metrics["slow_exact"].stopped > 0  # its remaining tasks were skipped
     assert cancel(out) is False  # it had ended
     with warnings.catch_warnings():
         warnings.simplefilter("error", IncompleteRunWarning)
         finished = resume(out, quiet=True)
-    summary = finished.summary.metrics["exact_match"]
-    assert (summary.stopped, summary.n + summary.unscorable) == (0, 400)
+    summary = finished.summary.metrics["slow_exact"]
+    assert (summary.stopped, summary.n + summary.unscorable) == (0, 40)
 
 
 def test_cancel_of_a_dir_no_run_was_recorded_in_is_a_config_error_naming_cancel(tmp_path: Path, home: Path) -> None:
