@@ -1171,7 +1171,7 @@ def results(
         # still none: says why, and what to do
         store.finished_summary(run_id, current=True, **summary_commands(run_id, out, broker))
     # its items leave an embedded store soon after, as a run's into its own --out DIR do (a cluster's keeps them)
-    summary = write_results(store, run_id, out, broker, release=is_embedded(broker))
+    summary = write_results(store, run_id, out, broker, release=is_embedded(broker), keep_gates=True)
     if not quiet:  # another DIR than the run's has no run.json for a `run --resume` to find it by
         recorded = recorded_run(out) or {}
         print_summary(summary, out=out if recorded.get("run_id") == summary.run_id else None, broker=broker)

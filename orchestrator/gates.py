@@ -589,6 +589,17 @@ def read_gate_record(out_dir: Path) -> list[GateResult] | None:
                           f"`ragscore run --resume {out_dir}`") from exc  # fmt: skip
 
 
+def gates_of_run(out_dir: Path, run_id: str) -> list[GateResult] | None:
+    """The gate results ``out_dir/gates.json`` holds when they are run ``run_id``'s (its last check: a resume or a
+    new run into the DIR writes or removes them), else None."""
+    path = out_dir / GATES_FILE
+    try:
+        named = json.loads(path.read_text(encoding="utf-8")).get("run_id") if path.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        named = None
+    return read_gate_record(out_dir) if named == run_id else None
+
+
 def _from_entry(entry: Mapping[str, Any]) -> GateResult:
     actual = entry["actual"]
     return GateResult(

@@ -95,6 +95,7 @@ from .datasets.rows import validate_record
 from .embedded_redis import EmbeddedRedis, run_process_alive
 from .encode_rates import record_rate
 from .estimate import RunCount, judge_calls_planned
+from .gates import gates_of_run
 from .out_claim import claim_out_dir
 from .progress import PLAIN_INTERVAL_S, ProgressView, QuietProgress, held_of, loading, note_of, outage_of, queued_of
 from .queues import (
@@ -1228,15 +1229,18 @@ def write_results(
     *,
     caller: Caller = CLI,
     release: bool = False,
+    keep_gates: bool = False,
 ) -> RunSummary:
     """Write the reports of a finished run into ``out_dir``; one not finished is an error whose commands name
     ``out_dir`` and the run's ``broker`` (its --broker). ReportError when a report cannot be written, naming it (not
     the hidden file it is written to first) and how ``caller`` finishes the run once it can. ``release`` (an embedded
     run whose ``out_dir`` is kept): its items then leave the store ``RELEASED_ITEMS_TTL_S`` later, unless a resume
-    has something of it to score again (:func:`_release_items`)."""
+    has something of it to score again (:func:`_release_items`). ``keep_gates``: the run's last gate results in
+    ``out_dir`` are kept (``ragscore results``, which checks none), else removed (a run or resume checks them
+    afresh)."""
     summary = store.finished_summary(run_id, **summary_commands(run_id, out_dir, broker))
     try:
-        write_outputs(store, run_id, out_dir, summary)
+        write_outputs(store, run_id, out_dir, summary, gates_of_run(out_dir, run_id) if keep_gates else None)
     except OSError as exc:  # a full disk, a folder where a report goes: os.replace names the temporary file first
         raise ReportError(
             f"{said_os_error(exc)}: the reports of run {run_id} were not written "

@@ -12,6 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from contextlib import ExitStack, contextmanager, suppress
 from itertools import islice
 from pathlib import Path
@@ -32,7 +33,7 @@ from ..atomic_file import (
     open_regular,
     write_text_atomic,
 )
-from ..gates import GATES_FILE, write_gate_record
+from ..gates import GATES_FILE, GateResult, write_gate_record
 from .html import MAX_FAILED_ROWS, render_html
 from .itemstats import ItemStats
 from .markdown import render_markdown
@@ -646,12 +647,15 @@ def _write_answers(run: RunData, out_dir: Path) -> list[Path]:
     return [path]
 
 
-def write_outputs(store: RunStore, run_id: str, out_dir: Path, summary: RunSummary) -> list[Path]:
+def write_outputs(
+    store: RunStore, run_id: str, out_dir: Path, summary: RunSummary, gates: list[GateResult] | None = None
+) -> list[Path]:
     """Stream the run's items from the store into every report of ``out_dir``; returns the files written.
 
     A run that asked targets also gets ``answers.jsonl`` (written first, so that it is there whatever happens to
     the reports): every answered row (a dataset: re-score it with ``ragscore run answers.jsonl --suite S
     --no-target``); a question a target could not answer keeps its row without an answer and says why in
-    ``ragscore:target_error`` (:mod:`ragscore_workers.answers`).
+    ``ragscore:target_error`` (:mod:`ragscore_workers.answers`). ``gates``: the run's last gate results, kept in
+    gates.json and the Gates sections (None: removed, its gates to be checked afresh).
     """
-    return write_reports(from_store(store, run_id, summary), out_dir)
+    return write_reports(replace(from_store(store, run_id, summary), gates=gates), out_dir)

@@ -105,6 +105,18 @@ def test_a_resume_that_checks_no_gate_leaves_no_gates_json_of_an_earlier_check(t
     assert "## Gates" not in _md(out) and 'id="gates"' not in _html(out)
 
 
+def test_results_of_a_gated_run_keep_its_gates_json_and_gates_section(tmp_path: Path, home: Path) -> None:
+    """``ragscore results DIR`` writes the reports again from the store and checks no gate: it removed the run's
+    gates.json and Gates section (found by the stop's final read), so the CI artifact no longer said which failed."""
+    out = tmp_path / "out"
+    gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.99", home=home)
+    assert gated.returncode == 3, gated.stderr
+    record = _gates(out)
+    written = ragscore("results", out, "-q", home=home)
+    assert written.returncode == 0, written.stderr
+    assert _gates(out) == record and "## Gates" in _md(out) and 'id="gates"' in _html(out)
+
+
 def test_evaluate_resume_and_assert_scores_write_their_gates_as_ragscore_run_does(tmp_path: Path, home: Path) -> None:
     """evaluate() and resume() checked the suite's gates but wrote no gates.json and no Gates section; assert_scores
     the same of its own gates."""
