@@ -190,9 +190,12 @@ def test_the_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are(
     gated = _cli(home, "run", "--resume", str(out), "--fail-under", "exact_match=1")
     assert gated.returncode == 3, gated.stdout + gated.stderr  # the gate failed, as it would have at its finish
     assert "exact_match" in gated.stdout + gated.stderr
+    assert (out / "report.html").read_bytes() != report  # the gate check's verdict is written into its DIR
+    assert json.loads((out / "gates.json").read_text())["verdict"] == "1 of 1 gate failed"
+    report = (out / "report.html").read_bytes()
     again = resume(out, quiet=True)
     assert again.summary == result.summary and len(again.items) == 20
-    assert (out / "report.html").read_bytes() == report
+    assert (out / "report.html").read_bytes() == report  # nothing scored: the reports are left as they are
 
 
 def test_the_quiet_resume_of_a_clean_run_whose_items_left_says_where_its_reports_are_and_names_unused_options(
