@@ -666,9 +666,8 @@ def _aggregate(
         skipped: dict[str, dict[str, Any]] = {}
         if meta.get("state") == RunState.CANCELLED:
             skipped = cancel_skipped(o for outs in resolved.scoring_outputs().values() for o in outs)
-        replaced = replaced_stops(
-            store.counters(run_id, "judge")
-        )  # items a breaker's count stopped before a refused key's 401 came
+        # items a breaker's count stopped before a refused key's 401 came
+        replaced = replaced_stops(store.counters(run_id, "judge"))
         pending: dict[str, list[tuple[str, dict[str, Any], dict[str, MetricResult]]]] = {
             Queue.JUDGE.value: [],
             Queue.DERIVED.value: [],

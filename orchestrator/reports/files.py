@@ -12,8 +12,8 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
 from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
