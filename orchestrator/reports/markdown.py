@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import islice
 from typing import Any
 
 from ragscore_workers.counts import agree, counted, counted_of, thousands
@@ -36,7 +37,7 @@ from .itemstats import OTHERS_NOTE, ItemStats, WorstItem
 from .live import scored_text
 from .texts import MAX_PREVIEW_CHARS, ItemTexts, preview
 
-__all__ = ["MEANS_NOTE", "md_cell", "md_text", "render_markdown", "tied_text"]
+__all__ = ["MAX_MD_TABLE_ROWS", "MEANS_NOTE", "md_cell", "md_text", "render_markdown", "tied_text"]
 
 #: What the summary table's means and intervals are over, under the table of report.md and report.html alike.
 MEANS_NOTE = (
@@ -84,6 +85,11 @@ def md_text(text: object) -> str:
     return "".join([*said, md_cell(str(text)[end:])])
 
 
+#: Rows of a breakdown table in report.md (report.html shows more; summary.json has every one). A GitHub comment holds
+#: at most 65,536 characters: 1,000 groups of 4 outputs made report.md ~140 KB, too long to post on a pull request.
+MAX_MD_TABLE_ROWS = 50
+
+
 def _mean(m: MetricSummary) -> str:
     return "-" if m.mean is None else f"{m.mean:.3f}"
 
@@ -98,9 +104,12 @@ def _breakdown(title: str, tree: dict[str, dict[str, MetricSummary]]) -> list[st
         f"| {title} | " + " | ".join(map(md_cell, metrics)) + " |",
         "|---|" + "---|" * len(metrics),
     ]
-    for key, per in tree.items():
+    for key, per in islice(tree.items(), MAX_MD_TABLE_ROWS):
         cells = [breakdown_cell(per[m]) if m in per else "-" for m in metrics]
         lines.append(f"| {md_cell(key)} | " + " | ".join(cells) + " |")
+    if len(tree) > MAX_MD_TABLE_ROWS:
+        lines += ["", f"The first {counted_of(MAX_MD_TABLE_ROWS, len(tree), title + ' value')}; the rest are in "
+                  f"summary.json (`by_{title}`)."]  # fmt: skip
     return [*lines, ""]
 
 

@@ -121,6 +121,24 @@ def test_an_html_breakdown_table_cut_short_says_where_the_rest_is() -> None:
     assert "in summary.json" not in few
 
 
+def test_a_report_md_breakdown_table_is_cut_short_to_fit_a_pull_request_comment() -> None:
+    """report.md listed every group (up to 1,000): 400 groups of 4 outputs made a 58 KB report.md, 1,000 ~140 KB, past
+    the 65,536 characters of a GitHub comment, so a CI job could not post it on its pull request."""
+    from orchestrator.reports.markdown import MAX_MD_TABLE_ROWS
+
+    m = MetricSummary(mean=0.5, n=1)
+    many = {f"g{i}": {"exact_match": m, "mrr": m, "recall_at_1": m, "recall_at_5": m} for i in range(1_000)}
+    summary = RunSummary(run_id="r", items=1_000, scored=1_000, metrics=many["g0"], by_group=many)
+    md = render_markdown(summary)
+    table = md.split("## By group\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(table) == 2 + MAX_MD_TABLE_ROWS and table[-1].startswith(f"| g{MAX_MD_TABLE_ROWS - 1} |")
+    assert f"The first {MAX_MD_TABLE_ROWS} of 1,000 group values; the rest are in summary.json (`by_group`)." in md
+    assert len(md) < 65_536
+    few = render_markdown(RunSummary(run_id="r", items=1, scored=1, metrics={"exact_match": m},
+                                     by_group={"a": {"exact_match": m}}))  # fmt: skip
+    assert "the rest are in summary.json" not in few
+
+
 def test_the_html_summary_names_the_interval_a_pass_fail_output_gets() -> None:
     """A 0/1 output's ci95 is Wilson's (aggregate.mean_ci), not a bootstrap: the page must not say otherwise."""
     import numpy as np
