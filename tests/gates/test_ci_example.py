@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -100,3 +103,53 @@ def test_a_system_missing_a_gate_the_pool_of_systems_holds_is_named(tmp_path: Pa
     assert summary["metrics"]["recall_at_5"]["mean"] >= 0.8 and low == ["bm25-llm"]
     said = " ".join(res.stderr.split())
     assert f"gates read means over all 2 systems; on its own, bm25-llm recall_at_5 {own['bm25-llm']:.3f}" in said
+
+
+PR_WORKFLOW = ROOT / "examples" / "ci" / "github-actions-pr.yml"
+
+
+def _pr_workspace(tmp_path: Path) -> dict[str, str]:
+    """The job's checkout in ``tmp_path``: the base branch's quickstart under ``base/``, the pull request's beside it
+    with a quarter of hybrid-llm's answers made wrong; the workflow's env, with the step summary's file."""
+    workflow = yaml.safe_load(PR_WORKFLOW.read_text())
+    env = {**workflow["env"], "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md")}
+    for root in (tmp_path / "base", tmp_path):
+        (root / "examples").mkdir(parents=True, exist_ok=True)
+        shutil.copytree(ROOT / "examples" / "quickstart", root / "examples" / "quickstart")
+    rows = [json.loads(line) for line in (tmp_path / env["DATASET"]).read_text().splitlines()]
+    for n, row in enumerate(rows):
+        if row["system"] == "hybrid-llm" and n % 4 == 1:
+            row["answer"] = "no idea"
+    (tmp_path / env["DATASET"]).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return env
+
+
+def _expanded(arg: str, env: dict[str, str]) -> str:
+    """``arg`` with the workflow's ``$NAME``s in it replaced by their values, as the job's shell would."""
+    for name, value in env.items():
+        arg = arg.replace(f"${name}", value)
+    return arg
+
+
+@pytest.mark.integration
+def test_the_pull_request_workflow_gates_a_worse_pull_request_against_its_base(tmp_path: Path, home: Path) -> None:
+    """Each step of examples/ci/github-actions-pr.yml, in its order, from a plain shell in a workspace laid out as the
+    job's: the base scores (0), the worse pull request fails its regression gate (3), compare runs on the two folders,
+    and the job summary gets report.md, short enough for the pull-request comment."""
+    env = _pr_workspace(tmp_path)
+    (job,) = yaml.safe_load(PR_WORKFLOW.read_text())["jobs"].values()
+    codes = []
+    for step in job["steps"]:
+        command = step.get("run", "")
+        if command.startswith(".venv/bin/ragscore"):
+            argv = [_expanded(arg, env) for arg in shlex.split(command)[1:]]
+            codes.append(ragscore(*argv, home=home, cwd=tmp_path).returncode)
+        elif command.startswith("cat "):
+            subprocess.run(["bash", "-c", command], cwd=tmp_path, env={**os.environ, **env}, check=True)
+    assert codes == [0, 3, 0]
+    gates = json.loads((tmp_path / "out" / "pr" / "gates.json").read_text())
+    assert [g["gate"] for g in gates["gates"] if g["result"] == "fail"] == ["exact_match=0.7", "exact_match:regression"]
+    report = (tmp_path / "out" / "pr" / "report.md").read_text()
+    assert report.splitlines()[4] == "## Gates" and len(report) < 65_536
+    summary = (tmp_path / "step-summary.md").read_text()
+    assert summary.startswith(report) and "# ragscore compare" in summary
