@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, EvictionWarning
@@ -36,6 +36,9 @@ from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 from .warm import stop_kept_once_idle
+
+if TYPE_CHECKING:  # pandas is optional (ragscore[pandas]): imported by to_pandas() alone
+    from pandas import DataFrame
 
 __all__ = [
     "DatasetWarning",
@@ -97,7 +100,7 @@ class Evaluation:
         for large runs)."""
         return list(self.iter_items())
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> DataFrame:
         """A pandas DataFrame of one row per item, in input order: ``id``, ``system``, ``group``,
         ``question_type``, a column per metric output (its score; NaN where the item has none: unscorable or
         errored) and ``errors`` (the item's ``output: message`` entries, a list as items.jsonl and items.csv hold them;

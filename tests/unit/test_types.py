@@ -77,3 +77,16 @@ def _dev_pins() -> dict[str, str]:
     """The dev extra's requirements by name, each as its version specifier (``==2.4.1``)."""
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     return {canonicalize_name(r.name): str(r.specifier) for r in map(Requirement, dev)}
+
+
+def test_to_pandas_is_typed_a_dataframe_for_a_users_type_checker() -> None:
+    """``Evaluation.to_pandas()`` was typed ``Any``: a notebook's or a script's checker and completion knew nothing
+    of the frame it returns. pandas is optional, so the annotation names it for type checkers alone."""
+    import typing
+
+    import pandas as pd
+
+    from orchestrator.api import Evaluation
+
+    hints = typing.get_type_hints(Evaluation.to_pandas, localns={"DataFrame": pd.DataFrame})
+    assert hints["return"] is pd.DataFrame
