@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, EvictionWarning
-from ragscore_workers.schemas import ITEM_META_FIELDS, ItemResult, RunSummary, Suite
+from ragscore_workers.schemas import ITEM_META_FIELDS, ItemResult, MetricSummary, RunSummary, Suite
 from ragscore_workers.settings import get_settings
 
 from .atomic_file import atomic_writer, make_out_dir
@@ -78,10 +78,10 @@ class Evaluation:
     gates: list[GateResult] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        """What a notebook shows for it: the run, its counts, each output's mean and where the files are (the whole
-        summary is ``summary``)."""
+        """What a notebook shows for it: the run, its counts, each output's mean, n and errors (where some items
+        errored) and where the files are (the whole summary is ``summary``)."""
         metrics = list(self.summary.metrics.items())
-        shown = [f"{name} {_mean(m.mean)} (n={m.n:,})" for name, m in metrics[:REPR_OUTPUTS]]
+        shown = [f"{name} {_mean(m.mean)} ({_counts(m)})" for name, m in metrics[:REPR_OUTPUTS]]
         rest = len(metrics) - len(shown)
         means = ", ".join([*shown, f"{counted(rest, 'more output')} in .summary.metrics"] if rest else shown)
         held = f"; {sum(g.passed for g in self.gates)} of {counted(len(self.gates), 'gate')} held" if self.gates else ""
@@ -119,6 +119,11 @@ class Evaluation:
 def _mean(value: float | None) -> str:
     """A mean as the summary table shows it (3 decimals), ``no score`` where no item was scored."""
     return "no score" if value is None else f"{value:.3f}"
+
+
+def _counts(m: MetricSummary) -> str:
+    """``n=30``, and ``n=30, 3 errors`` where some items errored: an output's counts as its repr shows them."""
+    return f"n={m.n:,}, {counted(m.errors, 'error')}" if m.errors else f"n={m.n:,}"
 
 
 def _item_record(item: ItemResult, outputs: list[str]) -> dict[str, Any]:

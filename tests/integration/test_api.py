@@ -119,6 +119,18 @@ def test_an_evaluation_of_many_metric_outputs_shows_the_first_few_and_counts_the
     assert shown.count("(n=") == 6 and "(n=4), 6 more outputs in .summary.metrics; out_dir=" in shown, shown
 
 
+def test_an_evaluation_shown_in_a_notebook_counts_each_outputs_errors(tmp_path: Path, home: Path) -> None:
+    """The repr showed each output's mean and n, not its errors: a metric whose items half errored read as a
+    sound mean in a notebook (``summary.metrics`` or report.md said so)."""
+    points = [{"id": "p", "type": "keyword", "params": {"keywords": ["x"]}, "depends_on": ["missing"]}]
+    rows = [{"id": "bad", "answer": "x", "reference": "x", "checks": points},
+            {"id": "fine", "answer": "x", "reference": "x", "checks": [points[0] | {"depends_on": []}]}]  # fmt: skip
+    result = evaluate(rows, {"metrics": ["exact_match", "checks"]}, out=tmp_path / "out")
+    assert result.summary.metrics["checks"].errors == 1
+    shown = repr(result)
+    assert "checks 1.000 (n=1, 1 error), exact_match 1.000 (n=2);" in shown, shown
+
+
 def test_a_dataframe_with_numpy_values_and_missing_cells_is_scored_and_bad_rows_warn(
     tmp_path: Path, home: Path
 ) -> None:
