@@ -30,7 +30,7 @@ from .datasets.rows import failed_row_at
 from .gates import GatePlan, GateResult, apart, incomplete
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
-from .reports.console import warning_lines
+from .reports.console import retrieved_nothing_lines, warning_lines
 from .reports.files import ROWS_FILE, ROWS_STAGED, first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
@@ -46,6 +46,7 @@ __all__ = [
     "EvictionWarning",
     "GateFailedWarning",
     "IncompleteRunWarning",
+    "RetrievedNothingWarning",
     "cancel",
     "evaluate",
     "resume",
@@ -61,6 +62,12 @@ class IncompleteRunWarning(UserWarning):
 class GateFailedWarning(UserWarning):
     """A gate of the suite's ``gates:`` that did not hold (``ragscore run`` exits 3 for it); :func:`evaluate` returns
     the run with its verdicts in ``Evaluation.gates`` (``orchestrator.testing.assert_scores`` raises instead)."""
+
+
+class RetrievedNothingWarning(UserWarning):
+    """Rows that retrieved nothing (``retrieved_doc_ids`` empty or absent: an LLM-only system's, by design), which
+    ``recall_at_k`` scores 0: the line of information ``ragscore run`` ends with and the reports show, said once by
+    :func:`evaluate` with the outputs it lowers. No :class:`DatasetWarning`: such rows are no mistake of the data."""
 
 
 #: How many metric outputs' means an Evaluation's repr (a notebook's view of it) names; the rest are counted.
@@ -263,9 +270,10 @@ def shutdown() -> None:
 def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) -> Evaluation:
     """The run's Evaluation, after a warning for its unreadable rows, a DatasetWarning for each line ``ragscore run``
     ends with on scores the data made 0 (gold and retrieved ids named otherwise, a target's replies lacking a field),
-    and one for what ``ragscore run`` exits 1 for (returned as it is, but said: a notebook shows warnings, with
-    ``quiet`` too). ``rows_given``: the run scored rows given in memory (failed_rows.jsonl has each one's index in
-    them, and its line in their copy)."""
+    a RetrievedNothingWarning for its line of information on rows that retrieved nothing, and one for what
+    ``ragscore run`` exits 1 for (returned as it is, but said: a notebook shows warnings, with ``quiet`` too).
+    ``rows_given``: the run scored rows given in memory (failed_rows.jsonl has each one's index in them, and its line
+    in their copy)."""
     if summary.failed_rows:
         rows = f"{counted(summary.failed_rows, 'row')} {agree(summary.failed_rows, 'was', 'were')}"
         first = first_failed_row(out_dir)
@@ -274,6 +282,8 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
                       f"{_place(first, rows_given)} and why{_first_failed(first)}", stacklevel=3)  # fmt: skip
     for line in warning_lines(summary):  # scores of 0 that no error explains
         warnings.warn(line, DatasetWarning, stacklevel=3)
+    for line in retrieved_nothing_lines(summary):  # information, as `ragscore run` ends with it
+        warnings.warn(_retrieved_nothing(line, summary), RetrievedNothingWarning, stacklevel=3)
     problem = incomplete(summary, PYTHON)
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir}{_resume_note(summary, out_dir)})", IncompleteRunWarning,
@@ -285,6 +295,15 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
         warnings.warn(f"{len(missed)} of the suite's {counted(len(gates), 'gate')} did not hold: {said} "
                       "(Evaluation.gates has every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
+
+
+def _retrieved_nothing(line: str, summary: RunSummary) -> str:
+    """The line of information on rows that retrieved nothing, with the outputs whose means their zeros lower and
+    what to do about it."""
+    lowered = ", ".join(name for name, m in summary.metrics.items() if m.empty)
+    return (f"{line}, which lowers the means of {lowered}: by design for an LLM-only system (compare "
+            "systems by `system`); else give those rows their retrieved_doc_ids, or leave recall_at_k out of the "
+            "suite")  # fmt: skip
 
 
 def _resume_note(summary: RunSummary, out_dir: Path) -> str:

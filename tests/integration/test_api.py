@@ -675,8 +675,10 @@ def test_a_system_that_retrieves_nothing_by_design_is_said_once_as_information_n
     said once as information; rows that did retrieve something and all missed are still warned of."""
     import warnings
 
+    from orchestrator.api import RetrievedNothingWarning
+
     data = ROOT / "tests" / "data" / "nlp-project"
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pytest.warns(RetrievedNothingWarning, match="3 rows retrieved nothing"):
         warnings.simplefilter("error", DatasetWarning)
         result = evaluate(data / "data" / "NLP Project Data" / "dev_final_jsonl.txt", {"metrics": ["recall_at_k"]},
                           fmt="nlp-project", out=tmp_path / "strong", quiet=True,
@@ -698,6 +700,30 @@ def test_a_system_that_retrieves_nothing_by_design_is_said_once_as_information_n
         str(w.message) for w in caught if w.category is DatasetWarning and "retrieved nothing" in str(w.message)
     ] == []
     assert "recall_at_k: 2 rows (of system llm) retrieved nothing" in (mixed.out_dir / "report.md").read_text()
+
+
+def test_an_llm_only_run_whose_rows_retrieved_nothing_warns_once_with_the_outputs_it_lowers(
+    tmp_path: Path, home: Path
+) -> None:
+    """Rows that retrieved nothing (an LLM-only system's) score recall_at_k 0: ``ragscore run`` ends with a line
+    saying so and the reports show it, but evaluate() said nothing, and a notebook read the zeros as the retriever's.
+    One RetrievedNothingWarning (no DatasetWarning: the data is not wrong) names the count, the outputs and what to
+    do."""
+    import warnings
+
+    from orchestrator.api import RetrievedNothingWarning
+
+    rows = [{"id": f"q{i}", "question": "?", "answer": "a", "reference": "a", "retrieved_doc_ids": [],
+             "gold_doc_id": str(i)} for i in range(3)]  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        evaluate(rows, {"metrics": ["exact_match", "recall_at_k"]}, out=tmp_path / "out", quiet=True)
+    said = [str(w.message) for w in caught if w.category is RetrievedNothingWarning]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert said[0].startswith("recall_at_k: 3 rows retrieved nothing (retrieved_doc_ids empty): each scores 0, "), said
+    assert "lowers the means of mrr, recall_at_1, recall_at_5" in said[0] and "leave recall_at_k out" in said[0]
+    assert caught[[w.category for w in caught].index(RetrievedNothingWarning)].filename == __file__
+    assert not [w for w in caught if issubclass(w.category, DatasetWarning)]
 
 
 def test_refusals_name_the_parameters_of_evaluate_not_the_command_lines_options(tmp_path: Path, home: Path) -> None:
