@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragscore_workers.commands import backticked
 from ragscore_workers.counts import agree, counted
 from ragscore_workers.errors import ConfigError, DatasetError, DatasetWarning, EvictionWarning
 from ragscore_workers.schemas import ITEM_META_FIELDS, ItemResult, MetricSummary, RunSummary, Suite
@@ -35,6 +36,7 @@ from .reports.files import ROWS_FILE, ROWS_STAGED, first_failed_row, refuse_file
 from .reports.live import scored_text
 from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
+from .terminal import results_command
 from .warm import stop_kept_once_idle
 
 if TYPE_CHECKING:  # pandas is optional (ragscore[pandas]): imported by to_pandas() alone
@@ -237,17 +239,33 @@ def cancel(out: str | Path, broker: str | None = None) -> bool:
     another thread (a notebook's button, a time limit) or process while :func:`evaluate` or :func:`resume` runs it.
     Its workers skip its remaining tasks and start no judge or target call; that call then returns what was scored,
     with an :class:`IncompleteRunWarning`, and :func:`resume` finishes the run. True when this call cancelled it;
-    False when it had ended (finished, failed, or cancelled before)."""
+    False when it had ended (finished, failed, or cancelled before). An embedded run whose process is gone (an
+    interrupted call, a kernel restarted) is only marked cancelled: no call is left to write its summary and reports,
+    which an :class:`IncompleteRunWarning` says, naming the ``ragscore results`` that writes them and the
+    :func:`resume` that finishes the run instead."""
     from ragscore_workers.store import RunState
 
+    from .embedded_redis import run_process_alive
     from .run_lookup import run_store
     from .runner import cancel as cancel_run
 
     run_id = _recorded_run_id(Path(out), "cancel()")
-    store, _ = run_store(broker, run_id, writes=True, app=False)  # the app may be sending this process's run
+    store, lane = run_store(broker, run_id, writes=True, app=False)  # the app may be sending this process's run
     was = store.state(run_id)
     cancel_run(store, run_id)
-    return was != RunState.CANCELLED and store.state(run_id) == RunState.CANCELLED
+    cancelled = store.state(run_id) == RunState.CANCELLED
+    unwritten = cancelled and not store.summary_is_current(run_id)
+    if unwritten and lane is not None and not run_process_alive(store.r, store.meta(run_id)):
+        warnings.warn(_left_unsummarized(run_id, Path(out), broker), IncompleteRunWarning, stacklevel=2)
+    return was != RunState.CANCELLED and cancelled
+
+
+def _left_unsummarized(run_id: str, out_dir: Path, broker: str | None) -> str:
+    """What :func:`cancel` says of an embedded run whose process is gone: nothing writes its summary, and what does."""
+    return (f"run {run_id} is cancelled, but the evaluate() or `ragscore run` that ran it is gone (interrupted), and "
+            "the workers it started with it: no summary or report of what it scored is written; "
+            f"{backticked(results_command(run_id, out_dir, broker))} in a shell writes them, or "
+            f"resume({str(out_dir)!r}) scores the rest and writes them")  # fmt: skip
 
 
 def _recorded_run_id(out_dir: Path, caller: str) -> str:

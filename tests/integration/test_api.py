@@ -482,6 +482,25 @@ def test_a_run_interrupted_in_a_process_that_lives_on_is_summarized_by_cancel(tm
     assert json.loads((tmp_path / "res" / "summary.json").read_text())["state"] == "cancelled"
 
 
+def test_cancel_of_a_run_whose_process_is_gone_says_what_writes_its_reports(tmp_path: Path, home: Path) -> None:
+    """cancel() of an embedded run whose evaluate() was interrupted (the kernel lives on, its workers stopped) only
+    marked it cancelled and returned True: no process was left to write its summary, and nothing said so. It warns,
+    naming the ``ragscore results`` that writes the reports and the resume() that finishes the run."""
+    import json
+
+    from orchestrator import cancel
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(make_rows(50), {"metrics": ["exact_match"]}, out=out, progress=HookedProgress(on_start=_ctrl_c))
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    with pytest.warns(IncompleteRunWarning) as caught:
+        cancel(out)
+    (said,) = [str(w.message) for w in caught if w.category is IncompleteRunWarning]
+    assert f"`ragscore results {run_id} --out {out}` in a shell writes them" in said, said
+    assert f"resume({str(out)!r}) scores the rest" in said, said
+
+
 def test_rows_refused_or_unreadable_are_said_as_the_rows_given_by_index_not_as_lines_of_the_copy(
     tmp_path: Path, home: Path
 ) -> None:
