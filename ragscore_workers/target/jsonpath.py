@@ -55,7 +55,7 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
         raise ValueError(f"{path!r} begins with JSONPath's root '$', which these paths leave out (they start at the "
                          f"reply): write {fixed}")  # fmt: skip
     if spaced := [step for step, quoted in parsed if isinstance(step, str) and _spaced(step, quoted=quoted)]:
-        fixed = _path_text([s.strip() if isinstance(s, str) else s for s in steps if str(s).strip()])
+        fixed = _path_text([_unspaced(step, quoted) for step, quoted in parsed if str(step).strip()])
         hint = (f"write {_said(fixed)}" if fixed
                 else "give the key holding the field (a.b), or null to leave it unfilled")  # fmt: skip
         if all(str(step).strip() for step in steps):  # a key that holds the spaces is written in quotes
@@ -94,6 +94,12 @@ def _spaced(key: str, *, quoted: bool) -> bool:
     """Whether ``key`` is blank, or spaced at an end where not written in quotes (``data. answer``: a slip; a key in
     quotes, ``data[' answer']``, is read as written)."""
     return not key.strip() or (not quoted and key != key.strip())
+
+
+def _unspaced(step: str | int, quoted: bool) -> str | int:
+    """``step`` as a suggested fix writes it: a key outside quotes without the spaces at its ends (a slip); a key in
+    quotes exactly as written (``['b ']`` names a reply's key ``"b "``)."""
+    return step.strip() if isinstance(step, str) and not quoted else step
 
 
 def _path_text(steps: list[str | int]) -> str | None:
