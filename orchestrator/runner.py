@@ -992,20 +992,12 @@ def wait(
                         idle_checks = 0
                 if check is not None and check():
                     restarted = True
-            except _Outage.ERRORS as exc:
-                outage.lost(exc)  # raises BrokerError once it lasted REDIS_OUTAGE_S
+            except (*_Outage.ERRORS, ConfigError) as exc:
+                # a later read of the poll that found no meta: an outage too where Redis stopped answering since
+                failed = _meta_gone(store, run_id, exc) if isinstance(exc, ConfigError) else exc
+                outage.lost(failed)  # raises BrokerError once it lasted REDIS_OUTAGE_S
                 last_change = time.monotonic()  # an outage is not a stall
                 continue
-            except ConfigError:  # a later read of the poll found no meta: lost since its state was read
-                try:
-                    kept = store.exists(run_id)
-                except _Outage.ERRORS as exc:  # Redis stopped answering since: an outage, as at any read of the poll
-                    outage.lost(exc)
-                    last_change = time.monotonic()
-                    continue
-                if kept:
-                    raise
-                raise _run_lost(run_id) from None
             outage.over()  # said once a whole poll got its answers, not a first read that a later one undoes
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"Run {run_id} did not finish within {timeout_s} s")
@@ -1064,6 +1056,19 @@ def _calling(store: RunStore, run_id: str) -> list[str]:
     return [
         queue for queue in ("judge", "target") if counters.get(f"total:{queue}", 0) > counters.get(f"done:{queue}", 0)
     ]
+
+
+def _meta_gone(store: RunStore, run_id: str, exc: ConfigError) -> Exception:
+    """A read of wait()'s poll found no meta of ``run_id`` (``exc``) after its state was read: raise ``exc`` where the
+    run is kept after all, the lost-run error where it is gone; return Redis's error where it stopped answering since
+    (an outage, as at any read of the poll)."""
+    try:
+        kept = store.exists(run_id)
+    except _Outage.ERRORS as failed:
+        return failed
+    if kept:
+        raise exc
+    raise _run_lost(run_id) from None
 
 
 class _Outage:
