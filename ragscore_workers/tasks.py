@@ -27,6 +27,7 @@ from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .counts import noun
 from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit, soft_deadline, time_limit_error
+from .metrics.checks import refused_points
 from .metrics.registry import MetricDef, RunContext, get_metric
 from .planning import ResolvedSuite, plan_shard, resolve_suite
 from .providers.run_state import UNREPORTED_FIELDS, as_run_stopper_errors, breaker_summary, replaced_stops
@@ -634,6 +635,16 @@ def _keep_lease(store: RunStore, run_id: str, generation: int | None, lease: tup
     return False
 
 
+def _refused(metrics: dict[str, dict[str, Any]], replaced: dict[str, str]) -> dict[str, MetricResult]:
+    """The outputs of an item as stored (``metrics``) that a breaker reason a run stopper replaced stopped
+    (``replaced``: :func:`replaced_stops`), as that run stopper's errors: a judge metric's, and a ``checks`` result's
+    meta_eval points (:func:`~.metrics.checks.refused_points`)."""
+    refused = as_run_stopper_errors(metrics, replaced)
+    if (checks := refused_points(metrics.get("checks"), replaced)) is not None:
+        refused["checks"] = checks
+    return refused
+
+
 def _rewrite(
     store: RunStore,
     run_id: str,
@@ -675,7 +686,7 @@ def _aggregate(
         for count, raw in enumerate(with_skipped(store.iter_raw_items(run_id), skipped), start=1):
             if count % LEASE_EVERY == 0 and not _keep_lease(store, run_id, generation, lease, AGGREGATE_LEASE_S):
                 return
-            if replaced and (refused := as_run_stopper_errors(raw.metrics, replaced)):
+            if replaced and (refused := _refused(raw.metrics, replaced)):
                 _rewrite(store, run_id, Queue.JUDGE.value, pending, raw, refused)
             if derived:
                 _rewrite(store, run_id, Queue.DERIVED.value, pending, raw, derive(raw.metrics, derived))

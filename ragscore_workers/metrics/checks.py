@@ -61,6 +61,7 @@ __all__ = [
     "evaluate_points",
     "parse_points",
     "point_place",
+    "refused_points",
 ]
 
 log = logging.getLogger(__name__)
@@ -381,7 +382,10 @@ def _state_word(state: str | None) -> str:
 
 def _stopped_with(dependency: str, why: str) -> Outcome:
     """A point whose dependency the run stopped: stopped for the same reason, so its item is, not failed on it."""
-    return Outcome.not_run(f"not run: depends on {dependency}, which the run stopped: {why}", {"stopped": why})
+    return Outcome.not_run(
+        f"not run: depends on {dependency}, which the run stopped: {why}",
+        {"stopped": why, "stopped_dependency": dependency},
+    )
 
 
 def evaluate_points(
@@ -460,6 +464,29 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
     if stopped:  # unscorable, as a judge metric's item the run stopped: not a score without that point
         return MetricResult.stopped(f"point {stopped[0]['id']}: {stopped[0]['note']}", **details)
     return MetricResult(score=_ratio(scored), passed=all(r["passed"] for r in scored), details=details)
+
+
+def refused_points(result: Mapping[str, Any] | None, replaced: Mapping[str, str]) -> MetricResult | None:
+    """A stored ``checks`` result the run stopped on points whose judge a breaker reason stopped that a run stopper (a
+    refused key, a model the provider lacks) replaced (``replaced``: old reason -> the run stopper's), summarized again
+    with those points as an item whose own meta_eval call was refused holds them: the meta_eval point an error naming
+    the run stopper (what to fix; a resume runs it again), a point depending on it skipped. None where no point was."""
+    details = (result or {}).get("details") or {}
+    if not details.get("stopped"):
+        return None
+    points = [_refused_point(point, replaced) for point in details.get("points", [])]
+    return summarize_points(points) if points != details.get("points") else None
+
+
+def _refused_point(point: dict[str, Any], replaced: Mapping[str, str]) -> dict[str, Any]:
+    """``point`` (a stored point result) as a run whose run stopper came first records it (:func:`refused_points`)."""
+    figures = dict(point.get("figures") or {})
+    if (error := replaced.get(str(figures.pop("stopped", None)))) is None:
+        return point
+    if (dependency := figures.pop("stopped_dependency", None)) is not None:
+        return point | {"status": "skipped", "passed": False, "note": f"skipped: depends on {dependency} error",
+                        "figures": figures}  # fmt: skip
+    return point | {"status": "error", "passed": None, "note": f"meta_eval: {error}", "figures": figures}
 
 
 class ChecksParams(BaseModel):

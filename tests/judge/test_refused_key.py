@@ -190,3 +190,46 @@ def test_items_the_breakers_count_stopped_before_a_refused_keys_401_came_back_ar
     resumed = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert "breaker" not in resumed["judge"]
     assert (resumed["metrics"]["rubric_judge"]["n"], resumed["metrics"]["rubric_judge"]["errors"]) == (n, 0), resumed
+
+
+def test_a_checks_item_whose_meta_eval_point_the_breakers_count_stopped_before_a_refused_keys_401_is_that_keys_error(
+    tmp_path: Path, redis_server: RedisProcess, fake: FakeProvider, model: str
+) -> None:
+    """As above, for the judge call of a ``checks`` item's meta_eval point: q0's call held at the provider, q1's
+    answered 500 (the breaker opens on its count), the later items' points stopped with the count's reason; then q0's
+    401 comes back. Every item but q1 records the refused key's error (its meta point's too, the point depending on
+    it skipped), as q0 itself and a judge metric's items do, none "stopped". Seen failing before: the checks items
+    stayed stopped ("point meta: meta_eval not scored: circuit breaker open after 1 consecutive failed judge calls")."""
+    n = 8
+    faults = {0: " [[fault=401:1]]", 1: " [[fault=500:1]]"}
+    meta = {"id": "meta", "type": "meta_eval",
+            "params": {"concurrency": 1, "attempts": 1, "attempts_on_bad_json": 1, "breaker_failures": 1}}  # fmt: skip
+    after = {"id": "after", "type": "keyword", "params": {"keywords": ["a"]}, "depends_on": ["meta"]}
+    rows = [{"id": f"q{i}", "question": f"Q{i}?", "answer": f"a{i}{faults.get(i, '')}", "checks": [meta, after]}
+            for i in range(n)]  # fmt: skip
+    judge = {"provider": "groq", "model": model, "base_url": fake.url, "rpm": None, "tpm": None}
+    suite = {"metrics": ["checks"], "chunk_size": {"judge": 1}, "judge": judge}
+    fake.hold_fault = ("401", held := threading.Event())
+    store = connect(redis_server.url)
+    worker = WorkerProcess(redis_server.url, "cpu,judge", tmp_path / "w", concurrency=2).start()
+    try:
+        sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(suite), store)
+        # every item but q0 stored (its error, or stopped) before q0's 401 comes back
+        assert until(lambda: store.progress(sub.run_id).get("done", 0) >= n - 1, 120), store.progress(sub.run_id)
+        held.set()
+        first = wait(store, sub.run_id, timeout_s=300)
+        stored = {raw.meta["id"]: raw.metrics["checks"] for raw in store.iter_raw_items(sub.run_id)}
+    finally:
+        held.set()
+        worker.stop()
+
+    reason = first.judge["breaker"]
+    assert reason.startswith("the groq judge's key was refused (groq HTTP 401: Invalid API Key"), reason
+    assert stored.pop("q1")["error"].startswith("point meta: meta_eval: groq HTTP 500"), stored
+    errors = {key: result.get("error") for key, result in stored.items()}
+    assert errors == {f"q{i}": f"point meta: meta_eval: {reason}" for i in range(n) if i != 1}, errors
+    points = {(p["id"], p["status"], p["note"]) for result in stored.values() for p in result["details"]["points"]}
+    assert points == {("meta", "error", f"meta_eval: {reason}"), ("after", "skipped", "skipped: depends on meta error")}
+    assert all(not result["details"].get("stopped") for result in stored.values()), stored
+    checks = first.metrics["checks"]
+    assert (checks.n, checks.errors, checks.unscorable, checks.stopped) == (0, n, 0, 0), checks
