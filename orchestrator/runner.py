@@ -992,7 +992,7 @@ def wait(
                         idle_checks = 0
                 if check is not None and check():
                     restarted = True
-            except (*_Outage.ERRORS, ConfigError) as exc:
+            except _POLL_ERRORS as exc:
                 # a later read of the poll that found no meta: an outage too where Redis stopped answering since
                 failed = _meta_gone(store, run_id, exc) if isinstance(exc, ConfigError) else exc
                 outage.lost(failed)  # raises BrokerError once it lasted REDIS_OUTAGE_S
@@ -1126,6 +1126,10 @@ class _Outage:
         if self.since is not None:
             log.warning("run %s: Redis is back after %.0f s", self.run_id, self.answered - self.since)
             self.since = None
+
+
+#: What ends one poll of wait() early, to be told apart by :func:`_meta_gone`: an outage, or a read that found no meta.
+_POLL_ERRORS: tuple[type[Exception], ...] = (*_Outage.ERRORS, ConfigError)
 
 
 def cancel(store: RunStore, run_id: str) -> None:
