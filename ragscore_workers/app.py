@@ -39,11 +39,7 @@ from .settings import get_settings, without_kombu_options
 if TYPE_CHECKING:
     from .kept import KeptKey
 
-__all__ = ["AGGREGATE_TASK", "CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
-
-#: The name of the task that writes a run's summary (``ragscore_workers.tasks.aggregate``): sent by name from where
-#: importing the tasks would go against the layers (a judge client's late run stopper).
-AGGREGATE_TASK = "ragscore.aggregate"
+__all__ = ["CONTROL_QUEUE", "QUEUE_LIMITS", "SCORING_QUEUES", "app", "configure"]
 
 #: Queues that score items, in the order a run prints them.
 SCORING_QUEUES: tuple[Queue, ...] = (Queue.CPU, Queue.EMBED, Queue.JUDGE, Queue.CODE)

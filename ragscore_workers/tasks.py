@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from .aggregate import Aggregator
 from .answers import unanswered_why
-from .app import AGGREGATE_TASK, QUEUE_LIMITS, SCORING_QUEUES, app
+from .app import QUEUE_LIMITS, SCORING_QUEUES, app
 from .counts import noun
 from .errors import ConfigError, UnknownMetricError
 from .limits import longest_hard_limit, soft_deadline, time_limit_error
@@ -497,16 +497,14 @@ def _encoders(counters: dict[str, Any]) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
-@app.task(name=AGGREGATE_TASK)
-def aggregate(run_id: str, generation: int | None = None, again: bool = False) -> None:
+@app.task(name="ragscore.aggregate")
+def aggregate(run_id: str, generation: int | None = None) -> None:
     """Read every item from the store and write the run summary (of ``generation``: one a resume has since
-    superseded writes nothing). ``again``: also where its summary is written (a refused key's 401 came after it)."""
-    aggregate_in(get_store(), run_id, generation, again=again)
+    superseded writes nothing)."""
+    aggregate_in(get_store(), run_id, generation)
 
 
-def aggregate_in(
-    store: RunStore, run_id: str, generation: int | None = None, *, retried: bool = False, again: bool = False
-) -> None:
+def aggregate_in(store: RunStore, run_id: str, generation: int | None = None, *, retried: bool = False) -> None:
     """:func:`aggregate` on ``store``: also run by ``ragscore cancel`` itself for an embedded run whose process
     (and so every worker of its lane) is gone, and by ``wait()`` when no worker serves the control queue.
 
@@ -516,12 +514,12 @@ def aggregate_in(
     waits the outage out here and aggregates again, in this thread (its lease, left held, is its own); only a Redis
     away for ``REDIS_OUTAGE_S`` marks the run failed, and ``ragscore resume`` then writes its summary."""
     if retried:
-        _aggregate_leased(store, run_id, generation, again)
+        _aggregate_leased(store, run_id, generation)
         return
     deadline: float | None = None
     while True:
         try:
-            _aggregate_leased(store, run_id, generation, again)
+            _aggregate_leased(store, run_id, generation)
             return
         except REDIS_OUTAGE as exc:
             deadline = deadline or time.monotonic() + REDIS_OUTAGE_S
@@ -533,14 +531,13 @@ def aggregate_in(
             log.warning("aggregate of run %s: Redis answers again; aggregating it again", run_id)
 
 
-def _aggregate_leased(store: RunStore, run_id: str, generation: int | None, again: bool = False) -> None:
-    """One try of :func:`aggregate_in`: skipped if superseded, written already (unless ``again``) or leased by another
-    aggregator."""
+def _aggregate_leased(store: RunStore, run_id: str, generation: int | None) -> None:
+    """One try of :func:`aggregate_in`: skipped if superseded, written already or leased by another aggregator."""
     meta = store.meta(run_id)
     if superseded(generation, meta.get("generation")):
         log.info("aggregate of run %s skipped: generation %d was superseded by a resume", run_id, generation)
         return
-    if not again and meta.get("state") == RunState.FINISHED and store.summary_is_current(run_id, generation):
+    if meta.get("state") == RunState.FINISHED and store.summary_is_current(run_id, generation):
         # A copy of a message the broker handed out again: an aggregation longer than the visibility timeout
         # (millions of items) is re-delivered, and each copy would be, every 15 minutes, for ever.
         log.info("aggregate of run %s skipped: its summary is written already (a re-delivered message)", run_id)

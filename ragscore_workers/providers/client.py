@@ -35,7 +35,6 @@ from functools import partial
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
-from ..app import AGGREGATE_TASK, app
 from ..limits import SleepsPast, left_s, time_limit_error
 from ..schemas import Queue
 from ..store import BUDGET_AT_0
@@ -45,7 +44,7 @@ from .errors import JudgeStopped, JudgeTimeUp, ProviderError, RateLimitTimeout, 
 from .headers import RateLimitInfo
 from .inflight import InFlightCap
 from .ratelimit import Grant, RedisLimiter
-from .run_state import Failure, RunJudgeState
+from .run_state import RunJudgeState
 
 __all__ = ["Budget", "JudgeClient", "Price", "RetryPolicy"]
 
@@ -171,11 +170,9 @@ class JudgeClient:
                 log.warning("judge call to %s failed for this item: %s", self.provider.name, exc)
                 raise
             stopper = self.provider.run_stopper(exc)
-            failure = self.state.record_failure(self.retry.breaker_failures, str(exc), reason=stopper)
+            opened = self.state.record_failure(self.retry.breaker_failures, str(exc), reason=stopper)
             log.warning("judge call to %s failed for good: %s%s", self.provider.name, exc,
-                        " (circuit breaker opened)" if failure else "")  # fmt: skip
-            if failure is Failure.REPLACED and self.state.summarized():
-                self._aggregate_again()
+                        " (circuit breaker opened)" if opened else "")  # fmt: skip
             if stopper is not None:  # this item's error says what to fix, in the words of the items the stop stops
                 raise JudgeStopped(stopper, provider=self.provider.name, misconfigured=True) from exc
             raise
@@ -183,14 +180,6 @@ class JudgeClient:
         if (completion.text.strip() or completion.refusal) and (final is None or final(completion)):
             self.cache.put(key, completion, self.provider.identity)
         return completion, False
-
-    def _aggregate_again(self) -> None:
-        """A run stopper's call came back after its run's summary was written (a call a task's time limit left
-        running): the run is aggregated again, so that its summary and the items the breaker's count stopped say the
-        run stopper (``ragscore results`` writes the reports again)."""
-        log.warning("run %s: a judge call refused for good came back after its summary: aggregating it again",
-                    self.state.run_id)  # fmt: skip
-        app.send_task(AGGREGATE_TASK, args=[self.state.run_id, None, True])
 
     # ------------------------------------------------------------------ one attempt
     def _attempt(self, messages: Sequence[Message], params: CompletionParams, deadline: float | None) -> Completion:

@@ -60,7 +60,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any, NamedTuple
 
 from ..die_with_parent import parent_gone
@@ -76,7 +75,6 @@ __all__ = [
     "STOP_READ_EVERY_S",
     "UNREPORTED_FIELDS",
     "WAIT_WRITE_EVERY_S",
-    "Failure",
     "Hold",
     "RunJudgeState",
     "as_run_stopper_errors",
@@ -230,19 +228,6 @@ class _Note:
             del self.written[kind]
 
 
-class Failure(IntEnum):
-    """What :meth:`RunJudgeState.record_failure` did to the breaker: counted the failure only, opened it, or replaced
-    the reason of the count of failures in a row that opened it before by a run stopper's (:func:`replaced_stops`)."""
-
-    COUNTED = 0
-    OPENED = 1
-    REPLACED = 2
-
-    def __bool__(self) -> bool:
-        """True where the failure opened the breaker now."""
-        return self is Failure.OPENED
-
-
 def _middle_cut(text: str, chars: int) -> str:
     """``text``, or its start and its end with "…" between, ``chars`` characters in all, where it is longer."""
     if len(text) <= chars:
@@ -261,8 +246,7 @@ _notes_lock = threading.Lock()
 # the field keeping the reason a run stopper replaced. The first run stopper sets the mark and its reason, though the
 # count of failures in a row opened the breaker first (a refused key is the configuration to fix whatever stopped the
 # calls before it): the count's reason, which the items stopped meanwhile hold, is kept in ARGV[7], so that the
-# aggregate records them as the run stopper's errors (:func:`replaced_stops`). Returns 1 when this call opened it, 2
-# when it replaced the count's reason (:class:`Failure`).
+# aggregate records them as the run stopper's errors (:func:`replaced_stops`). Returns 1 when this call opened it.
 _FAILURE_LUA = """
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 local n = redis.call('HINCRBY', KEYS[1], ARGV[4], 1)
@@ -270,10 +254,7 @@ redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 if n >= tonumber(ARGV[1]) then
   local opened = redis.call('HSETNX', KEYS[1], ARGV[5], ARGV[2])
   if ARGV[6] ~= '' and redis.call('HSETNX', KEYS[1], ARGV[6], 1) == 1 then
-    if opened == 0 then
-      redis.call('HSET', KEYS[1], ARGV[7], redis.call('HGET', KEYS[1], ARGV[5]))
-      opened = 2
-    end
+    if opened == 0 then redis.call('HSET', KEYS[1], ARGV[7], redis.call('HGET', KEYS[1], ARGV[5])) end
     redis.call('HSET', KEYS[1], ARGV[5], ARGV[2])
   end
   return opened
@@ -462,7 +443,7 @@ class RunJudgeState:
         run has several). ``scope`` (the judge's limiter key) gives the judge a breaker of its own per limiter: a
         refused key, a model the endpoint lacks or a dead endpoint stops the judge metrics that call it, not others."""
         name = None if target is None else target_name(target)
-        self.r, self.run_id = redis, run_id
+        self.r = redis
         self.who = limiter if target is None else target
         self.key = RunStore.key(run_id, "judge" if name is None else target_state_part(name))
         self.meta_key = RunStore.key(run_id, "meta")
@@ -566,24 +547,19 @@ class RunJudgeState:
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 
-    def record_failure(self, threshold: int, last_error: str, *, reason: str | None = None) -> Failure:
+    def record_failure(self, threshold: int, last_error: str, *, reason: str | None = None) -> bool:
         """Count a call that failed for good; open the breaker at ``threshold`` in a row, or at once for ``reason``
         (why every call would fail so: a model the provider lacks), which also marks a breaker the count opened
         before it a run stopper's. The reason quotes ``last_error`` cut in its middle to :data:`LAST_ERROR_CHARS`.
-        What the failure did to the breaker (:class:`Failure`; true where it opened it now)."""
+        True if opened now."""
         at, stopper = (threshold, "") if reason is None else (1, self.stopper_field)
         last = _middle_cut(last_error, LAST_ERROR_CHARS)
         reason = reason or f"circuit breaker open after {threshold} consecutive failed {self.what} (last: {last})"
         fields = [self.failing_field, self.breaker_field, stopper, self.replaced_field]
-        failure = Failure(int(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s, *fields])))
+        opened = bool(self._failure(keys=[self.key], args=[at, reason[:500], self.ttl_s, *fields]))
         with self._stop_lock:  # the next stop_reason reads again: the breaker this failure opened stops the next call
             self._stop_read_at = float("-inf")
-        return failure
-
-    def summarized(self) -> bool:
-        """Whether the run's summary is written (finished or cancelled): a run stopper that replaced the breaker's
-        count now (a refused key's late 401) reaches its items only through an aggregation again."""
-        return self.r.hget(self.meta_key, "state") in (RunState.FINISHED, RunState.CANCELLED)
+        return opened
 
     def reserve(
         self, tokens: int, cost: float, max_cost: float | None, max_tokens: int | None
