@@ -479,13 +479,17 @@ def refused_points(result: Mapping[str, Any] | None, replaced: Mapping[str, str]
 
 
 def _refused_point(point: dict[str, Any], replaced: Mapping[str, str]) -> dict[str, Any]:
-    """``point`` (a stored point result) as a run whose run stopper came first records it (:func:`refused_points`)."""
+    """``point`` (a stored point result) as a run whose run stopper came first records it (:func:`refused_points`).
+    A point depending on a stopped one that an earlier ragscore stored (no ``stopped_dependency``) is left stopped, so
+    its item is: not said an error of the meta_eval call it never made."""
     figures = dict(point.get("figures") or {})
     if (error := replaced.get(str(figures.pop("stopped", None)))) is None:
         return point
     if (dependency := figures.pop("stopped_dependency", None)) is not None:
         return point | {"status": "skipped", "passed": False, "note": f"skipped: depends on {dependency} error",
                         "figures": figures}  # fmt: skip
+    if point.get("type") != "meta_eval":
+        return point
     return point | {"status": "error", "passed": None, "note": f"meta_eval: {error}", "figures": figures}
 
 

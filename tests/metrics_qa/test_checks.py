@@ -8,12 +8,19 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from ragscore_workers.metrics import _validators
+from ragscore_workers.metrics import _validators, load_all
 from ragscore_workers.metrics._validators import Outcome, PointInput, validator
-from ragscore_workers.metrics.checks import ChecksParams, evaluate_points, parse_points, summarize_points
+from ragscore_workers.metrics.checks import (
+    ChecksParams,
+    evaluate_points,
+    parse_points,
+    refused_points,
+    summarize_points,
+)
 from ragscore_workers.metrics.checks import checks as checks_batch
 from ragscore_workers.metrics.registry import RunContext
 from ragscore_workers.schemas import MetricResult, Queue, Row, Suite
+from ragscore_workers.store import as_stored
 
 _CTX = RunContext(run_id="test", suite=Suite(metrics=["checks"]))
 
@@ -334,3 +341,27 @@ def test_the_task_soft_time_limit_is_not_taken_for_a_point_error(time_is_up_vali
     rows = [Row(id=str(i), answer="a", checks=[{"type": kind}]) for i in range(2)]
     with pytest.raises(SoftTimeLimitExceeded):
         checks_batch(rows, ChecksParams(), _CTX)
+
+
+def test_a_refused_keys_points_as_an_earlier_ragscore_stored_them_name_no_meta_eval_call_a_point_never_made() -> None:
+    """:func:`refused_points` on a result whose meta_eval point the breaker's count stopped: the meta point becomes
+    the refused key's error, a point depending on it skipped; one an earlier ragscore stored (its figures lack
+    ``stopped_dependency``) stays stopped, not said an error of a meta_eval call it never made. Seen failing before:
+    that keyword point became ``error`` with the note "meta_eval: the groq judge's key was refused …"."""
+    count = "circuit breaker open after 1 consecutive failed judge calls (last: groq HTTP 500)"
+    refused = "the groq judge's key was refused (groq HTTP 401: Invalid API Key): check GROQ_API_KEY"
+    load_all()  # the meta_eval point's validator
+    points = [{"id": "meta", "type": "meta_eval"}, {"id": "after", **PASS, "depends_on": "meta"}]
+    stopped = Outcome.not_run(f"meta_eval not scored: {count}", {"stopped": count})
+    stored = summarize_points(evaluate_points(parse_points(points), Row(id="x", answer=ANSWER), ANSWER,
+                                              {"meta": stopped}))  # fmt: skip
+    assert stored.details["stopped"] and by_id(stored)["after"]["figures"]["stopped_dependency"] == "meta"
+    now = refused_points(as_stored(stored), {count: refused})
+    assert now is not None and now.error == f"point meta: meta_eval: {refused}", now
+    assert [(p["status"], p["note"]) for p in now.details["points"]] == [
+        ("error", f"meta_eval: {refused}"), ("skipped", "skipped: depends on meta error")]  # fmt: skip
+    del by_id(stored)["after"]["figures"]["stopped_dependency"]  # as an earlier ragscore stored it
+    earlier = refused_points(as_stored(stored), {count: refused})
+    assert earlier is not None and earlier.error == f"point meta: meta_eval: {refused}", earlier
+    assert [p["status"] for p in earlier.details["points"]] == ["error", "not_run"], earlier
+    assert refused_points(as_stored(stored), {"another reason": refused}) is None
