@@ -50,12 +50,12 @@ def check_path(path: str, *, lists: bool) -> list[str | int]:
     parsed = _parsed(path)
     steps = [step for step, _ in parsed]
     if parsed[0] == ("$", False):  # a key "$" is written ['$']
-        written = _path_text(steps[1:]) if len(steps) > 1 else None
+        written = _fixed_text(parsed[1:])
         fixed = _said(written) if written else "the key holding the field (a.b)"
         raise ValueError(f"{path!r} begins with JSONPath's root '$', which these paths leave out (they start at the "
                          f"reply): write {fixed}")  # fmt: skip
     if spaced := [step for step, quoted in parsed if isinstance(step, str) and _spaced(step, quoted=quoted)]:
-        fixed = _path_text([_unspaced(step, quoted) for step, quoted in parsed if str(step).strip()])
+        fixed = _fixed_text(parsed)
         hint = (f"write {_said(fixed)}" if fixed
                 else "give the key holding the field (a.b), or null to leave it unfilled")  # fmt: skip
         if all(str(step).strip() for step in steps):  # a key that holds the spaces is written in quotes
@@ -96,10 +96,12 @@ def _spaced(key: str, *, quoted: bool) -> bool:
     return not key.strip() or (not quoted and key != key.strip())
 
 
-def _unspaced(step: str | int, quoted: bool) -> str | int:
-    """``step`` as a suggested fix writes it: a key outside quotes without the spaces at its ends (a slip); a key in
-    quotes exactly as written (``['b ']`` names a reply's key ``"b "``)."""
-    return step.strip() if isinstance(step, str) and not quoted else step
+def _fixed_text(parsed: list[tuple[str | int, bool]]) -> str | None:
+    """The steps ``parsed`` (:func:`_parsed`) as a hint's fix writes them (:func:`_path_text`): a key outside quotes
+    without the spaces at its ends (a slip), a key in quotes exactly as written (``['b ']`` names a reply's key
+    ``"b "``), a blank key left out."""
+    return _path_text([step.strip() if isinstance(step, str) and not quoted else step
+                       for step, quoted in parsed if str(step).strip()])  # fmt: skip
 
 
 def _path_text(steps: list[str | int]) -> str | None:

@@ -95,13 +95,15 @@ _SUGGESTED = re.compile(r"(?:write |\(or |one element \()(['\"`])(.*?)\1")
         (" data.a\\b", ["data", "a\\b"]),
         ("data. a['b ']", ["data", "a", "b "]),
         ('$.a[" b"]', ["a", " b"]),
+        ("$. a", ["a"]),
     ],
 )
 def test_a_suggested_path_is_shown_as_it_is_written_not_escaped(bad: str, steps: list[str | int]) -> None:
     """A hint's path is copied into a suite as shown: it was shown by ``repr``, whose backslashes (``'data.it\\'s
     "x"'``, ``'a\\\\b'``) the paths' syntax does not read. Each path a hint suggests reads back, the first as ``steps``.
     Seen failing before: the first suggestion read as other keys, or was refused as "not a JSON path"; and the fix of
-    a spaced key outside quotes also stripped a key in quotes (``data. a['b ']`` suggested ``data.a.b``)."""
+    a spaced key outside quotes also stripped a key in quotes (``data. a['b ']`` suggested ``data.a.b``), while the fix
+    of a path from JSONPath's root kept a slip's spaces, in quotes (``$. a`` suggested ``[' a']``)."""
     with pytest.raises(ValueError) as refused:
         check_path(bad, lists=False)
     suggested = [m.group(2) for m in _SUGGESTED.finditer(str(refused.value))]
