@@ -78,6 +78,9 @@ class Outcome:
     #: ``note`` says which): the point is ``not_run``, not an error; a scored one makes its item stopped (unscorable,
     #: a resume runs it again), not scored on its other points.
     stopped: bool = False
+    #: The point has nothing to check (a ``code_test`` point of a row with no code to run): ``not_run``, not a failure;
+    #: a scored one makes its item unscorable with ``note`` as the reason, as the ``code_test`` metric's item is.
+    unscorable: bool = False
 
     @classmethod
     def failed_to_run(cls, note: str, figures: dict[str, Any] | None = None) -> Outcome:
@@ -88,6 +91,11 @@ class Outcome:
     def not_run(cls, note: str, figures: dict[str, Any] | None = None) -> Outcome:
         """The point the run stopped before it was evaluated: ``not_run``, not scored (:attr:`stopped`)."""
         return cls(False, note, figures or {}, stopped=True)
+
+    @classmethod
+    def nothing_to_check(cls, note: str) -> Outcome:
+        """The point lacks its input (no code to run): ``not_run``, its item unscorable (:attr:`unscorable`)."""
+        return cls(False, note, {"unscorable": True}, unscorable=True)
 
     @classmethod
     def time_up(cls, error: str) -> Outcome:

@@ -371,7 +371,7 @@ def _result(p: ParsedPoint, status: str, outcome: Outcome, ms: float) -> dict[st
 
 
 def _state(outcome: Outcome) -> str:
-    if outcome.stopped:
+    if outcome.stopped or outcome.unscorable:
         return "not_run"
     return "error" if outcome.error else "passed" if outcome.passed else "failed"
 
@@ -441,7 +441,9 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
     A scored point that could not be evaluated (status ``error``) makes the item an error, with every point's
     result still in the details. A scored point the run stopped (``not_run``, ``figures.stopped``: its judge's budget,
     breaker or a cancel) makes the item stopped (unscorable, a resume runs it again), never scored on its other points
-    alone, as a two-judge metric is never scored on one rating; an informational one changes nothing."""
+    alone, as a two-judge metric is never scored on one rating; an informational one changes nothing. A scored point
+    with nothing to check (``figures.unscorable``: a ``code_test`` point of a row with no code) makes the item
+    unscorable with its note as the reason, as the ``code_test`` metric leaves such a row, never a 0 for that point."""
     scored = [r for r in results if not r["informational"] and r["status"] != "not_run"]
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in scored:
@@ -460,6 +462,9 @@ def summarize_points(results: list[dict[str, Any]]) -> MetricResult:
         more = f" ({and_more(len(errored) - 1, 'point')})" if len(errored) > 1 else ""
         details["errors"] = [r["id"] for r in errored]
         return MetricResult(score=None, error=f"point {errored[0]['id']}: {errored[0]['note']}{more}", details=details)
+    lacking = [r for r in results if not r["informational"] and r["figures"].get("unscorable")]
+    if lacking:  # unscorable, as the code_test metric's item without code: not a 0 for the point that has no input
+        return MetricResult.unscorable(f"point {lacking[0]['id']}: {lacking[0]['note']}", **details)
     stopped = [r for r in results if not r["informational"] and r["figures"].get("stopped")]
     if stopped:  # unscorable, as a judge metric's item the run stopped: not a score without that point
         return MetricResult.stopped(f"point {stopped[0]['id']}: {stopped[0]['note']}", **details)

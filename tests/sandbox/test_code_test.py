@@ -463,6 +463,35 @@ def test_a_code_test_point_of_a_row_without_code_names_the_field_that_holds_it()
     )
 
 
+def test_a_row_with_no_code_to_run_is_unscorable_under_checks_as_under_code_test() -> None:
+    """A code_test point of a row with no code scored the row 0.5 here (the point failed, the keyword passed), where
+    the code_test metric leaves the row unscorable: no program ran, so no answer failed."""
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "params": {"stdout": "3"}},
+              {"id": "kw", "type": "keyword", "params": {"keywords": ["add"]}}]  # fmt: skip
+    no_code = row(answer="add the numbers", checks=points)
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks", "code_test"], sandbox=LOCAL))
+    [checked] = get_metric("checks").fn([no_code], ChecksParams(), ctx)
+    [tested] = get_metric("code_test").fn([no_code], CodeTestParams(stdout="3"), ctx)
+    assert tested.score is None and tested.details["reason"].startswith("no code: ")
+    assert checked.score is None and checked.error is None and checked.passed is None
+    assert checked.details["reason"] == "point run: no code: no `code` field and no fenced code block"
+    run, kw = checked.details["points"]
+    assert (run["status"], run["passed"], kw["status"]) == ("not_run", None, "passed")
+
+
+def test_an_informational_code_test_point_with_no_code_leaves_the_other_points_scoring() -> None:
+    from ragscore_workers.metrics.checks import ChecksParams
+
+    points = [{"id": "run", "type": "code_test", "informational": True},
+              {"id": "kw", "type": "keyword", "params": {"keywords": ["add"]}}]  # fmt: skip
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["checks"], sandbox=LOCAL))
+    [result] = get_metric("checks").fn([row(answer="add the numbers", checks=points)], ChecksParams(), ctx)
+    assert (result.score, result.passed) == (1.0, True)
+    assert result.details["points"][0]["status"] == "not_run"
+
+
 @pytest.mark.parametrize(
     "code",
     [
