@@ -463,6 +463,8 @@ def _stopped_by(result: ExecResult, limits: Limits | None, asked: Mapping[str, f
         return f"{said} (signal {result.signal}, {what})" if result.signal is not None else f"{said} ({what})"
     if stopped == "killed" and result.signal is not None:
         return f"{said} (signal {result.signal})"
+    if stopped in ("process_limit", "init_stopped"):
+        return f"{said} ({_still_running(stopped, limits, asked)})"
     if limits is None or stopped not in ("timeout", "memory", "output_limit"):
         return said
     if stopped == "output_limit":
@@ -475,6 +477,16 @@ def _stopped_by(result: ExecResult, limits: Limits | None, asked: Mapping[str, f
         f", signal {result.signal}" if result.signal else ""
     )
     return f"{said} ({_why_limit(killed, 'memory_mb', asked)})"
+
+
+def _still_running(stopped: str, limits: Limits | None, asked: Mapping[str, float]) -> str:
+    """Why a program the wall clock stopped was still running: at the process limit (a fork bomb), or hiding its end by
+    stopping the sandbox's pid-1 (ptrace)."""
+    clock = "its time limit" if limits is None else _why_limit(f"its {limits.timeout_s:g} s limit", "timeout_s", asked)
+    if stopped == "process_limit":
+        most = "" if limits is None else f" {limits.processes}"
+        return f"process limit{most} reached: its processes and threads were all in use when {clock} ran out"
+    return f"it stopped the sandbox's pid 1 (ptrace), which hid its end, and ran until {clock}"
 
 
 def judge(

@@ -50,8 +50,13 @@ DEFAULT_OUTPUT_BYTES = 1 << 20
 
 #: Why the sandbox stopped a program: ``timeout`` (the wall clock), ``cpu_limit`` (SIGXCPU: a process used up its
 #: RLIMIT_CPU, or the docker backend's cpu ulimit), ``file_limit`` (SIGXFSZ: a file grew past RLIMIT_FSIZE), ``memory``
-#: (see :func:`memory_report`), ``killed`` (another signal) or ``output_limit``.
-StopReason = Literal["timeout", "cpu_limit", "memory", "file_limit", "killed", "output_limit"]
+#: (see :func:`memory_report`), ``killed`` (another signal) or ``output_limit``. Two more say why a program was still
+#: running when the wall clock ran out (local backend): ``process_limit`` (its processes and threads were at the process
+#: limit: a fork bomb, which the limit holds but never ends) and ``init_stopped`` (it stopped the sandbox's pid-1, by
+#: ptrace, so the sandbox could not see it end).
+StopReason = Literal[
+    "timeout", "cpu_limit", "memory", "file_limit", "killed", "output_limit", "process_limit", "init_stopped"
+]
 #: The stop reason of a death by a limit's own signal (24 = SIGXCPU, 25 = SIGXFSZ on Linux), else ``killed``.
 LIMIT_SIGNALS: dict[int, StopReason] = {24: "cpu_limit", 25: "file_limit"}
 

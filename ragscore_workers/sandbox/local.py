@@ -203,6 +203,8 @@ class LocalSandbox:
                 out, err, stopped, truncated = _communicate(
                     _Pipes(in_w, out_r, err_r, status), stdin, limits, started + limits.timeout_s
                 )
+                if stopped == "timeout" and status.child_pid is not None:
+                    stopped = _why_still_running(status.child_pid, limits)
                 if stopped is not None:
                     _kill(proc, status.child_pid)
                 # every pipe is closed: bwrap has exited or is exiting
@@ -339,6 +341,42 @@ def _communicate(
         if stdin_open:
             os.close(pipes.stdin)
     return bytes(kept[pipes.stdout]), bytes(kept[pipes.stderr]), stopped, total > limits.output_bytes
+
+
+def _why_still_running(ns_init: int, limits: Limits) -> StopReason:
+    """Why the program was still running when its time ran out, read from /proc before the kill: ``process_limit``
+    when its processes and threads (every task under the sandbox's pid-1, not pid-1 itself) are at the process limit,
+    ``init_stopped`` when the sandbox's pid-1 is stopped (a program that ptrace-stopped it hides its own end), else
+    ``timeout``."""
+    stats = _proc_stats()
+    init = stats.get(ns_init)
+    if init is not None and init[0] in "Tt":
+        return "init_stopped"
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    tasks, todo = 0, list(children.get(ns_init, []))
+    while todo:
+        pid = todo.pop()
+        tasks += stats[pid][2]
+        todo += children.get(pid, [])
+    return "process_limit" if tasks >= limits.processes else "timeout"
+
+
+def _proc_stats() -> dict[int, tuple[str, int, int]]:
+    """Every host process's ``(state, parent pid, threads)`` from ``/proc/PID/stat`` (readable for any process)."""
+    stats = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:  # it exited while we looked
+            continue
+        fields = text[text.rfind(")") + 2 :].split()  # after the command's name, which may hold spaces and ")"
+        stats[int(entry.name)] = (fields[0], int(fields[1]), int(fields[17]))
+    return stats
 
 
 def _kill(proc: Spawned, ns_init: int | None) -> None:

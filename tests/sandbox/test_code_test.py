@@ -686,6 +686,48 @@ def test_a_fork_bomb_is_told_the_process_limit_whichever_process_wrote_last() ->
     assert not passed and failure.startswith("exit code 1, expected 0") and failure.endswith(f"; {PROCESS_LIMIT})")
 
 
+def test_a_fork_bomb_spinning_at_the_process_limit_is_told_the_limit_not_a_timeout() -> None:
+    """A bomb that catches its refused forks never ends: the process limit held it until the clock ran out, and the
+    failure said only "timeout"."""
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    passed, details = run_code_test(bomb, {}, SandboxConfig(backend="local", timeout_s=3))
+    assert not passed and details["stopped_by"] == "process_limit"
+    assert details["failures"] == [
+        "stopped by the sandbox: process_limit (process limit 16 reached: its processes and threads were all in use "
+        "when its 3 s limit ran out)"
+    ]
+
+
+#: Attaches to the sandbox's pid-1 and detaches leaving it stopped (SIGSTOP), prints 45 and exits: pid-1, stopped,
+#: never reports the exit.
+STOP_INIT = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.ptrace.restype = ctypes.c_long\n"
+    "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n"
+    "if libc.ptrace(16, 1, None, None) != 0:\n"  # PTRACE_ATTACH
+    "    raise SystemExit('ATTACH refused')\n"
+    "os.waitpid(1, 0x40000000)\n"  # __WALL
+    "libc.ptrace(17, 1, None, ctypes.c_void_p(19))\n"  # PTRACE_DETACH, leaving it SIGSTOPped
+    "print(45)\n"
+)
+
+
+def test_a_program_that_stops_the_sandboxes_pid_1_is_told_so_and_spares_its_chunk() -> None:
+    """Its exit could not be seen, so the clock stopped it: the failure said "timeout" alone, as if it had hung."""
+    rows = [row(id="stop", code=STOP_INIT), row(id="next", code="print(45)")]
+    ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=SandboxConfig(backend="local", timeout_s=2)))
+    stopped, following = get_metric("code_test").fn(rows, CodeTestParams(stdout="45"), ctx)
+    if "ATTACH refused" in stopped.details["stderr"]:
+        pytest.skip("this host refuses ptrace inside the sandbox: no pid-1 to stop")
+    assert stopped.score == 0.0 and stopped.details["stopped_by"] == "init_stopped"
+    assert stopped.details["failures"] == [
+        "stopped by the sandbox: init_stopped (it stopped the sandbox's pid 1 (ptrace), which hid its end, and ran "
+        "until its 2 s limit)"
+    ]
+    assert following.score == 1.0, following.details
+
+
 def test_code_refused_a_thread_is_told_the_process_and_memory_limits() -> None:
     """Threads count as processes, and each needs its stack in the address space: either limit refuses one."""
     code = (
