@@ -77,7 +77,8 @@ def code_test_check(items: list[tuple[PointInput, CodeTestParams]], ctx: RunCont
     for inp, params in items:
         code, what = _code(inp)
         if code is None:
-            out.append(Outcome.nothing_to_check("no code: no `code` field and no fenced code block" + code_column_hint(inp.row)))
+            no_code = "no code: no `code` field and no fenced code block" + code_column_hint(inp.row)
+            out.append(Outcome.nothing_to_check(no_code))
             continue
         try:
             # the row's own points come with the data; the suite's (checks.points) are trusted configuration

@@ -10,6 +10,7 @@ fd 0 before exec'ing the language's command (so one program is limited to ~96 Ki
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import threading
 import time
@@ -37,8 +38,15 @@ DEFAULT_USER = "65534:65534"
 LABEL = "ragscore.sandbox"
 #: Largest base64 payload (code or stdin) one environment variable may carry (Linux: 128 KiB per string).
 MAX_PAYLOAD = 120_000
-#: Seconds the engine gets to answer a ping when the backend is built.
+#: Seconds each request to the engine may wait for its next bytes (the SDK's timeout; a run's wait sets its own).
 PING_TIMEOUT_S = 3
+#: Seconds looking for an engine may take in all, its two requests (the SDK's version, then a ping) together: an engine
+#: answering a byte at a time held it as long as it trickled, each read within PING_TIMEOUT_S.
+PROBE_TIMEOUT_S = 2.0
+
+log = logging.getLogger(__name__)
+#: Whether this process has logged an engine that did not answer within PROBE_TIMEOUT_S (said once).
+_slow_engine_said = threading.Event()
 
 #: Writes the code to its file and stdin to fd 0, then execs the command given as argv.
 BOOTSTRAP = """\
@@ -81,8 +89,7 @@ class DockerSandbox:
         self.default_image = default_image
         where = os.environ.get("DOCKER_HOST", "the default socket")
         try:
-            self.client = docker.from_env(timeout=PING_TIMEOUT_S)
-            self.client.ping()
+            self.client = _probe(docker, where)
         except (docker.errors.DockerException, OSError) as exc:  # requests' connection errors are OSErrors
             raise SandboxUnavailable(
                 f"The docker sandbox backend is configured but no Docker engine answers at {where}: {exc}. "
@@ -210,6 +217,36 @@ class DockerSandbox:
             truncated=state["total"] > limits.output_bytes,
             backend="docker",
         )
+
+
+def _probe(docker: Any, where: str) -> Any:
+    """A client of the engine at ``where`` that answered its version and a ping within :data:`PROBE_TIMEOUT_S` in all;
+    :class:`SandboxUnavailable` when it did not (logged once per process), the SDK's error when it failed sooner.
+
+    The requests run in a daemon thread, left to end on their own read timeouts: the SDK has no deadline of its own."""
+    found: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            client = docker.from_env(timeout=PING_TIMEOUT_S)
+            client.ping()
+            found["client"] = client
+        except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
+            found["error"] = exc
+
+    thread = threading.Thread(target=connect, name="ragscore-docker-probe", daemon=True)
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S)
+    if thread.is_alive():
+        said = f"The Docker engine at {where} did not answer within {PROBE_TIMEOUT_S:g} s (a hung or overloaded engine)"
+        if not _slow_engine_said.is_set():
+            _slow_engine_said.set()
+            log.warning("%s: taken as no engine (sandbox backend auto uses the local one; docker fails its items). "
+                        "Said once per process.", said)  # fmt: skip
+        raise SandboxUnavailable(f"{said}. Restart the engine, or use sandbox backend 'local'.")
+    if "error" in found:
+        raise found["error"]
+    return found["client"]
 
 
 def _payload(text: str, what: str) -> str:

@@ -21,8 +21,11 @@ HOLD_S = 60.0
 class FakeDockerEngine:
     """``with FakeDockerEngine(path) as engine:`` serves ``unix://path``; ``engine.calls`` lists what was asked."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, ping_byte_every_s: float | None = None) -> None:
+        """``ping_byte_every_s``: answer /_ping a byte at a time, this far apart (an engine hanging after its version,
+        yet never silent long enough for a read timeout)."""
         self.path = path
+        self.ping_byte_every_s = ping_byte_every_s
         self.calls: list[str] = []
         self._killed = threading.Event()
         self._server: socket.socket | None = None
@@ -57,6 +60,14 @@ class FakeDockerEngine:
         head = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nApi-Version: 1.43\r\n\r\n"
         conn.sendall(head.encode() + body)
 
+    def _trickle(self, conn: socket.socket, answer: bytes) -> None:
+        """Send ``answer`` a byte every ``ping_byte_every_s`` seconds, until it is sent or the engine closes."""
+        assert self.ping_byte_every_s is not None
+        for byte in answer:
+            if self._killed.wait(self.ping_byte_every_s):
+                return
+            conn.sendall(bytes([byte]))
+
     @staticmethod
     def _read_request(f: BinaryIO) -> tuple[str, str] | None:
         line = f.readline()
@@ -81,7 +92,9 @@ class FakeDockerEngine:
             while (request := self._read_request(f)) is not None:
                 method, path = request
                 self.calls.append(f"{method} {path}")
-                if path.endswith("/_ping"):
+                if path.endswith("/_ping") and self.ping_byte_every_s is not None:
+                    self._trickle(conn, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nOK")
+                elif path.endswith("/_ping"):
                     self._send(conn, "200 OK", b"OK", "text/plain")
                 elif path.endswith("/version"):
                     self._send(conn, "200 OK", json.dumps({"ApiVersion": "1.43", "Version": "24.0"}).encode())

@@ -716,7 +716,9 @@ STOP_INIT = (
 def test_a_program_that_stops_the_sandboxes_pid_1_is_told_so_and_spares_its_chunk() -> None:
     """Its exit could not be seen, so the clock stopped it: the failure said "timeout" alone, as if it had hung."""
     rows = [row(id="stop", code=STOP_INIT), row(id="next", code="print(45)")]
-    ctx = RunContext(run_id="t", suite=Suite(metrics=["code_test"], sandbox=SandboxConfig(backend="local", timeout_s=2)))
+    ctx = RunContext(
+        run_id="t", suite=Suite(metrics=["code_test"], sandbox=SandboxConfig(backend="local", timeout_s=2))
+    )
     stopped, following = get_metric("code_test").fn(rows, CodeTestParams(stdout="45"), ctx)
     if "ATTACH refused" in stopped.details["stderr"]:
         pytest.skip("this host refuses ptrace inside the sandbox: no pid-1 to stop")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import uuid
 
 import pytest
 
-from ragscore_workers.sandbox import Limits, SandboxUnavailable
+from ragscore_workers.sandbox import Limits, LocalSandbox, SandboxUnavailable, get_sandbox
+from ragscore_workers.sandbox import docker as docker_backend
 from ragscore_workers.sandbox.docker import DEFAULT_IMAGE, LABEL, DockerSandbox
 
 from .support import FORK_UP_TO
@@ -18,6 +20,30 @@ def test_no_engine_answering_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("DOCKER_HOST", f"unix://{socket_path}")
     with pytest.raises(SandboxUnavailable, match=f"no Docker engine answers at unix://{socket_path}"):
         DockerSandbox()
+
+
+def test_an_engine_answering_a_byte_at_a_time_is_given_up_on_and_said_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each read came within the SDK's 3 s timeout, so the probe waited for the whole trickled ping (about 7 s here;
+    an engine never done answering held it for ever) and then took the engine; ``auto`` now falls back to local."""
+    from ..fakes.fake_docker_engine import FakeDockerEngine
+
+    path = f"/tmp/fake-docker-{uuid.uuid4().hex[:8]}.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    docker_backend._slow_engine_said.clear()  # this process has said nothing yet, whatever ran before
+    get_sandbox.cache_clear()
+    try:
+        with FakeDockerEngine(path, ping_byte_every_s=0.1), caplog.at_level(logging.WARNING):
+            assert isinstance(get_sandbox("auto"), LocalSandbox)
+            with pytest.raises(
+                SandboxUnavailable, match=f"The Docker engine at unix://{path} did not answer within 2 s"
+            ):
+                DockerSandbox()
+    finally:
+        get_sandbox.cache_clear()
+    said = [r.getMessage() for r in caplog.records if "did not answer within" in r.getMessage()]
+    assert len(said) == 1 and "sandbox backend auto uses the local one" in said[0], said
 
 
 def test_missing_sdk_gives_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
