@@ -347,17 +347,28 @@ def _why_still_running(ns_init: int, limits: Limits) -> StopReason:
     """Why the program was still running when its time ran out, read from /proc before the kill: ``process_limit``
     when its processes and threads (every task under the sandbox's pid-1, not pid-1 itself) are at the process limit,
     ``init_stopped`` when the sandbox's pid-1 is stopped (a program that ptrace-stopped it hides its own end), else
-    ``timeout``."""
-    stats = _proc_stats()
+    ``timeout``; ``timeout`` too when /proc cannot be read or parsed (the reason never raises, and it only ever names
+    why a program already stopped by the clock was still running: the program fails all the same)."""
+    try:
+        return _still_running_in(_proc_stats(), ns_init, limits)
+    except (OSError, ValueError, IndexError, KeyError):  # /proc hidden (hidepid), a line cut short, a task gone
+        return "timeout"
+
+
+def _still_running_in(stats: dict[int, tuple[str, int, int]], ns_init: int, limits: Limits) -> StopReason:
+    """:func:`_why_still_running` on ``stats``, as :func:`_proc_stats` read them."""
     init = stats.get(ns_init)
     if init is not None and init[0] in "Tt":
         return "init_stopped"
     children: dict[int, list[int]] = {}
     for pid, (_, ppid, _) in stats.items():
         children.setdefault(ppid, []).append(pid)
-    tasks, todo = 0, list(children.get(ns_init, []))
+    tasks, todo, seen = 0, list(children.get(ns_init, [])), {ns_init}
     while todo:
         pid = todo.pop()
+        if pid in seen:  # a parent loop (pids reused while /proc was read): count each task once
+            continue
+        seen.add(pid)
         tasks += stats[pid][2]
         todo += children.get(pid, [])
     return "process_limit" if tasks >= limits.processes else "timeout"

@@ -25,7 +25,14 @@ from ragscore_workers.sandbox import (
     get_sandbox,
 )
 from ragscore_workers.sandbox._seccomp import AUDIT_ARCH, FAMILY_CHECKED, REFUSED
-from ragscore_workers.sandbox.local import DEFAULT_UID_BASE, DEFAULT_UID_SLOTS, OWN_PROCESSES, SANDBOX_ENV
+from ragscore_workers.sandbox.local import (
+    DEFAULT_UID_BASE,
+    DEFAULT_UID_SLOTS,
+    OWN_PROCESSES,
+    SANDBOX_ENV,
+    _still_running_in,
+    _why_still_running,
+)
 
 from ..support import ROOT, until
 from .support import FORK_UP_TO, descendants, pids_running, program_pids, sandbox_uid_pids, slot_helpers, status_fields
@@ -342,6 +349,18 @@ def test_fork_bomb_is_contained_and_spares_a_concurrent_sandbox(sandbox: LocalSa
     assert results["neighbour"].ok and results["neighbour"].stdout == "0\n"
     if os.geteuid() == 0:  # only a root worker switches to the uid range
         assert sandbox_uid_pids() == []
+
+
+@pytest.mark.timeout(30)
+def test_why_a_program_was_still_running_is_a_plain_timeout_when_proc_says_nothing_sure() -> None:
+    """The /proc read before the kill only names why a program the clock stopped was still running: a sandbox pid-1
+    that is gone (exited, or a pid never a sandbox's), or a snapshot whose parent links loop (pids reused while it was
+    read: the count walked that loop for ever), is a plain timeout, never a raise nor a hang."""
+    assert _why_still_running(2**22 + 1, Limits(processes=2)) == "timeout"  # past pid_max's default: no such pid
+    # pid 10 is the sandbox's pid-1, 13 its child, 14 13's child, and 10's parent read as 14 (a reused pid)
+    looped = {10: ("S", 14, 1), 13: ("S", 10, 1), 14: ("S", 13, 1)}
+    assert _still_running_in(looped, 10, Limits(processes=3)) == "timeout"  # two tasks, each counted once
+    assert _still_running_in(looped, 10, Limits(processes=2)) == "process_limit"
 
 
 @pytest.mark.parametrize("processes", [1, 4, 16])
