@@ -44,9 +44,15 @@ PING_TIMEOUT_S = 3
 #: answering a byte at a time held it as long as it trickled, each read within PING_TIMEOUT_S.
 PROBE_TIMEOUT_S = 2.0
 
+#: Seconds an engine that did not answer within PROBE_TIMEOUT_S is taken as absent without asking it again: with
+#: backend ``docker`` every item looks for its engine, and each look would wait PROBE_TIMEOUT_S and leave a thread.
+PROBE_RETRY_S = 30.0
+
 log = logging.getLogger(__name__)
 #: Whether this process has logged an engine that did not answer within PROBE_TIMEOUT_S (said once).
 _slow_engine_said = threading.Event()
+#: The engine (``DOCKER_HOST``, or the default socket) that last did not answer in time -> (when, what was said).
+_unanswered: dict[str, tuple[float, str]] = {}
 
 #: Writes the code to its file and stdin to fd 0, then execs the command given as argv.
 BOOTSTRAP = """\
@@ -223,7 +229,11 @@ def _probe(docker: Any, where: str) -> Any:
     """A client of the engine at ``where`` that answered its version and a ping within :data:`PROBE_TIMEOUT_S` in all;
     :class:`SandboxUnavailable` when it did not (logged once per process), the SDK's error when it failed sooner.
 
-    The requests run in a daemon thread, left to end on their own read timeouts: the SDK has no deadline of its own."""
+    The requests run in a daemon thread, left to end on their own read timeouts: the SDK has no deadline of its own.
+    An engine that did not answer in time is not asked again for :data:`PROBE_RETRY_S`: the same error at once."""
+    last = _unanswered.get(where)
+    if last is not None and time.monotonic() - last[0] < PROBE_RETRY_S:
+        raise SandboxUnavailable(last[1])
     found: dict[str, Any] = {}
 
     def connect() -> None:
@@ -243,7 +253,9 @@ def _probe(docker: Any, where: str) -> Any:
             _slow_engine_said.set()
             log.warning("%s: taken as no engine (sandbox backend auto uses the local one; docker fails its items). "
                         "Said once per process.", said)  # fmt: skip
-        raise SandboxUnavailable(f"{said}. Restart the engine, or use sandbox backend 'local'.")
+        error = f"{said}. Restart the engine, or use sandbox backend 'local'."
+        _unanswered[where] = (time.monotonic(), error)
+        raise SandboxUnavailable(error)
     if "error" in found:
         raise found["error"]
     return found["client"]

@@ -46,6 +46,27 @@ def test_an_engine_answering_a_byte_at_a_time_is_given_up_on_and_said_once(
     assert len(said) == 1 and "sandbox backend auto uses the local one" in said[0], said
 
 
+def test_an_engine_that_did_not_answer_in_time_is_not_asked_again_by_the_next_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With backend ``docker`` every item builds its sandbox (a failure is not cached by get_sandbox): each looked for
+    the hung engine again, waiting its 2 s and leaving one more probe thread hanging on it."""
+    from ..fakes.fake_docker_engine import FakeDockerEngine
+
+    path = f"/tmp/fake-docker-{uuid.uuid4().hex[:8]}.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    with FakeDockerEngine(path, ping_byte_every_s=0.1) as engine:
+        with pytest.raises(SandboxUnavailable, match="did not answer within 2 s") as first:
+            DockerSandbox()
+        asked = list(engine.calls)
+        assert asked[-1].endswith("/_ping"), asked
+        for _ in range(3):
+            with pytest.raises(SandboxUnavailable) as again:
+                get_sandbox("docker")
+            assert str(again.value) == str(first.value)
+        assert engine.calls == asked  # not asked again: no new version or ping request
+
+
 def test_missing_sdk_gives_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)  # what Python does when the package is not installed
     with pytest.raises(SandboxUnavailable, match=r"pip install 'ragscore\[docker\]'"):
