@@ -545,6 +545,27 @@ def _slow_rows(n: int) -> list[dict[str, object]]:
     return [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 50}} for i in range(n)]
 
 
+def _held_rows(n: int, release: Path) -> list[dict[str, object]]:
+    """Rows of ``slow_exact`` that each take until ``release`` exists (2 minutes at most), then none at all: a run held
+    at work for as long as its test needs, however loaded the machine."""
+    return [{"id": f"q{i}", "answer": "a", "metadata": {"sleep_ms": 120_000, "until_file": str(release)}}
+            for i in range(n)]  # fmt: skip
+
+
+class _ReleasingOnFirstWrite(io.StringIO):
+    """A progress stream that creates ``release`` once the first line is written to it: what :func:`_held_rows` held
+    ends then, not before."""
+
+    def __init__(self, release: Path) -> None:
+        super().__init__()
+        self.release = release
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        self.release.touch()
+        return written
+
+
 @pytest.fixture
 def slow_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]:
     """A store with one worker process of its own (concurrency 1) that loads the ``slow_exact`` plug-in."""
@@ -556,6 +577,15 @@ def slow_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run
     finally:
         worker.stop()
         server.stop()
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> Iterator[Path]:
+    """The path :func:`_held_rows` wait on; created as the test ends at the latest (before its worker's stop, which
+    then need not wait on them: asked after ``slow_worker``, it is torn down first)."""
+    path = tmp_path / "release"
+    yield path
+    path.touch()
 
 
 SLOW_SUITE = {"metrics": ["slow_exact"], "chunk_size": {"cpu": 10}}
@@ -636,16 +666,14 @@ def test_a_run_queued_behind_another_runs_messages_has_its_live_rate_from_when_i
     assert least <= float(match.group(1)) <= pace, (at_most_s, out.getvalue())
 
 
-@pytest.mark.serial  # its first line must come while the first run (~15 s) still works: loaded, it was done
 def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins(
-    slow_worker: RunStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    slow_worker: RunStore, release: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A run submitted after another run's backlog waits for it (the queues are first come, first served): its
     progress showed no ETA and, after 10 s, "no progress for N s", its status no ETA either, as if it had stalled.
     Both say it is queued, and behind how many of the other run's messages, until its work begins; the run ahead,
     simply running, is never said to be queued. Neither the stall recovery nor the consumer check takes the wait
     for a stall or for a queue no worker serves."""
-    import io
     import re
     import threading
 
@@ -656,7 +684,7 @@ def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins
     store, suite = slow_worker, load_suite(SLOW_SUITE)
     # the fixture does not wait for its worker to boot: till it answers, no worker consumes cpu (rightly said)
     assert until(lambda: bool(app.control.inspect(timeout=1.0).active_queues()), 60)
-    first = submit(write_jsonl(tmp_path / "first.jsonl", _slow_rows(300)), suite, store).run_id  # 30 messages, ~15 s
+    first = submit(write_jsonl(tmp_path / "first.jsonl", _held_rows(300, release)), suite, store).run_id  # 30 messages
     second = submit(write_jsonl(tmp_path / "second.jsonl", _slow_rows(200)), suite, store).run_id  # ~10 s
     queued = re.compile(r"queued: (\d+) messages? of other runs ahead on queue cpu")
     waiting = _cli("status", second, "--broker", _url(store))
@@ -674,7 +702,7 @@ def test_a_run_queued_behind_another_runs_messages_says_so_until_its_work_begins
 
     looker = threading.Thread(target=status_once_begun)
     looker.start()
-    out = io.StringIO()
+    out = _ReleasingOnFirstWrite(release)
     assert wait(store, second, PlainProgress(out), timeout_s=180, stall_s=2, consumer_check_s=1).items == 200
     looker.join()
     lines = out.getvalue().splitlines()
