@@ -28,6 +28,7 @@ from ..support import (
     HookedProgress,
     RedisProcess,
     WorkerProcess,
+    lines_until,
     make_rows,
     until,
     write_jsonl,
@@ -73,17 +74,27 @@ def test_an_embedded_run_whose_redis_dies_restarts_it_and_finishes(
     assert ids == [f"q{i}" for i in range(6000)]
 
 
-@pytest.mark.serial  # timed: the restart must fall after submit's last write, while the run waits
+#: The start of ``ragscore run``'s progress lines: its first is printed once the run is submitted and its wait began.
+PROGRESS_LINE = "item×metric outputs ("
+
+
+def _restarted_once_waiting(proc: subprocess.Popen[str], server: RedisProcess) -> str:
+    """Restart ``server`` (no persistence: it forgets every run) once ``proc``, a ``ragscore run`` on it that no worker
+    serves, printed its first progress line: submitted, its last write done, it waits. Everything it wrote on stderr
+    once it ended."""
+    assert proc.stderr is not None
+    before = "".join(lines_until(proc.stderr, PROGRESS_LINE, timeout=300))
+    assert proc.poll() is None, before
+    server.stop()
+    server.start()
+    _, rest = proc.communicate(timeout=300)
+    return before + rest
+
+
 def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> None:
     """A Redis restarted without persistence has lost a cluster run mid-wait. The wait used to read it as
     bad input ("No run ... in the store", exit 2, "stopped before anything was submitted") once it looked
     stalled; it now says what happened, at once, with the run-failed exit code."""
-    import os
-    import subprocess
-    import sys
-
-    from ..support import ROOT
-
     server = RedisProcess(tmp_path / "redis").start()  # no persistence: a restart forgets everything
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
@@ -93,15 +104,7 @@ def test_a_run_its_redis_forgot_fails_saying_so_with_exit_1(tmp_path: Path) -> N
     args = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(suite), "--out", str(out)]
     proc = subprocess.Popen([*args, "--broker", server.url], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:
-        store, deadline = connect(server.url), time.monotonic() + 60
-        while not (out / "run.json").exists() or store.state(json.loads((out / "run.json").read_text())["run_id"]) != (
-            "running"
-        ):  # submitted; no worker serves it, so the run waits
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.1)
-        server.stop()
-        server.start()
-        _, stderr = proc.communicate(timeout=60)
+        stderr = _restarted_once_waiting(proc, server)
     finally:
         proc.kill()
         server.stop()
@@ -205,16 +208,9 @@ def test_a_redis_that_stops_answering_as_a_poll_checks_for_a_lost_run_is_an_outa
     assert any("lost Redis (Timeout" in m for m in said), said
 
 
-@pytest.mark.serial  # timed: the restart must fall after submit's last write, while the run waits
 def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp_path: Path) -> None:
     """After a Redis restarted without persistence lost a run, "run it again" was refused into the same --out
     ("finish it with --resume") and --resume said only "No run in the store": a dead end both ways."""
-    import os
-    import subprocess
-    import sys
-
-    from ..support import ROOT
-
     server = RedisProcess(tmp_path / "redis").start()
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
@@ -225,20 +221,14 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
     args = [*cli, str(data), "--suite", str(suite), "--out", str(out), "--broker", server.url]
     try:
         first = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-        store = connect(server.url)
-
-        def submitted() -> bool:
-            recorded = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
-            return bool(recorded) and store.state(recorded["run_id"]) == "running"
-
-        assert until(submitted, timeout=60)
+        try:
+            said_first = _restarted_once_waiting(first, server)
+        finally:
+            first.kill()
         lost_id = json.loads((out / "run.json").read_text())["run_id"]
-        server.stop()
-        server.start()
-        _, said_first = first.communicate(timeout=60)
         assert first.returncode == 1, said_first
         resumed = subprocess.run([*cli, "--resume", str(out), "--broker", server.url], cwd=ROOT, env=env,
-                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+                                 capture_output=True, text=True, timeout=300)  # fmt: skip
         said = " ".join(resumed.stderr.split())
         assert resumed.returncode == 2, resumed.stderr
         assert f"names run {lost_id}, which cannot be resumed: its Redis lost it" in said, said
@@ -247,25 +237,27 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
         never_sent.mkdir()
         (never_sent / "run.json").write_text(json.dumps({"run_id": "20260101-000000-abcdef", "mode": "cluster"}))
         unknown = subprocess.run([*cli, "--resume", str(never_sent), "--broker", server.url], cwd=ROOT, env=env,
-                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+                                 capture_output=True, text=True, timeout=300)  # fmt: skip
         said = " ".join(unknown.stderr.split())
         assert unknown.returncode == 2 and "sent to another broker: give that --broker" in said, said
         assert f"delete {never_sent / 'run.json'} and run it again" in said, said
         typo = subprocess.run([sys.executable, "-m", "orchestrator.cli", "resume", "20260101-000000-abcdee",
                                "--broker", server.url], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+                              timeout=300)  # fmt: skip
         said = " ".join(typo.stderr.split())  # no run.json to delete (its default --out was never written)
         listed = f"`ragscore status --broker {server.url}` lists the runs this broker has"
         assert typo.returncode == 2 and listed in said, said
         assert "run.json" not in said and "it cannot be resumed; run it again with the same DATASET" in said, said
         again = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
         try:  # no worker serves it: it is submitted (a new run named in run.json), then waits
-            assert until(lambda: json.loads((out / "run.json").read_text())["run_id"] != lost_id, timeout=60)
-            assert until(submitted, timeout=60) and again.poll() is None
+            assert again.stderr is not None
+            stderr = "".join(lines_until(again.stderr, PROGRESS_LINE, timeout=300))
+            assert again.poll() is None, stderr
         finally:
             again.kill()
-            _, stderr = again.communicate(timeout=30)
+            again.communicate(timeout=30)
         assert f"named run {lost_id}, which its Redis lost: this run takes its place" in " ".join(stderr.split())
+        assert json.loads((out / "run.json").read_text())["run_id"] != lost_id
     finally:
         server.stop()
 
