@@ -262,7 +262,6 @@ def test_a_run_its_redis_lost_is_not_resumed_and_its_out_dir_takes_a_new_run(tmp
         server.stop()
 
 
-@pytest.mark.serial  # timed: within 120 s
 def test_a_redis_that_accepts_and_never_answers_fails_the_run_in_bounded_time(tmp_path: Path) -> None:
     """A port that accepts connections and never replies (a hung Redis, another service, a proxy holding the
     connection): ``run`` said "retrying for about 20 s" and then waited for ever in its first read."""
@@ -275,7 +274,8 @@ def test_a_redis_that_accepts_and_never_answers_fails_the_run_in_bounded_time(tm
             str(tmp_path / "out"), "--broker", f"redis://127.0.0.1:{port}/0"]  # fmt: skip
     env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home")}
     try:
-        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        # ends (~25 s: its retries, then its reads' timeouts) or hangs for ever: the bound is far, for a loaded host
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     finally:
         listener.close()
     said = " ".join(done.stderr.split())
