@@ -786,7 +786,7 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_thread
         estimate.embed.measured = rate
     threads = None if cluster else judge_threads or POOL_DEFAULTS["judge"].concurrency  # a cluster's: unknown
     print_estimate(estimate, resolved.suite, mode=mode, max_cost=max_cost, max_tokens=max_tokens, judge_threads=threads)
-    _print_whole_run(estimate, resolved.suite, embedded=not cluster, judge_threads=threads)
+    _print_whole_run(estimate, resolved, cluster=cluster, judge_threads=threads)
     if judge_threads is not None and not cluster and not estimate.units.get("judge"):
         print_warning(judge_threads_unused())  # as the run warns
     code = EXIT_RUN_ERROR if estimate.scoreless else 0  # no row has a field they need: a run scores nothing of them
@@ -823,16 +823,40 @@ def _dry_run(dataset: Path, resolved, broker: str | None, gates, *, judge_thread
         raise typer.Exit(code)
 
 
-def _print_whole_run(estimate, suite, *, embedded: bool, judge_threads: int | None) -> None:
-    """The dry run's last line: the whole run's time, what bounds it, and how sure that is (:mod:`.run_time`)."""
+def _print_whole_run(estimate, resolved, *, cluster: str | None, judge_threads: int | None) -> None:
+    """The dry run's last line: the whole run's time, what bounds it, and how sure that is (:mod:`.run_time`); the
+    cpu queue's sample is timed here first (:func:`.queue_time.time_items`)."""
     from .estimate import host_load
+    from .queue_time import code_limit_s, time_items
     from .run_time import whole_run, whole_run_line
     from .terminal import TerminalConsole
 
-    run = whole_run(estimate, suite, embedded=embedded, load=host_load())
+    load = host_load()  # before the sample's own work adds to it
+    if estimate.cpu_sample.items:
+        estimate.cpu = time_items(estimate.cpu_sample, resolved)
+    run = whole_run(estimate, resolved.suite, embedded=not cluster, load=load, pools=_pools(cluster),
+                    code_limit_s=code_limit_s(resolved))  # fmt: skip
     rounds = estimate.local_rounds(judge_threads) if judge_threads is not None else None
     line = whole_run_line(run, local_rounds=rounds)
     TerminalConsole().print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _pools(cluster: str | None):
+    """The cpu and code worker processes a run would have: an embedded run's own pools; a cluster's that say they run
+    (:func:`.queues.live_processes`), else assumed as many as a worker started here has."""
+    from .queues import live_processes
+    from .run_time import Pools
+    from .workers import POOL_DEFAULTS
+
+    cpu, code = POOL_DEFAULTS["cpu"].concurrency, POOL_DEFAULTS["code"].concurrency
+    if not cluster:
+        return Pools(cpu, code, "an embedded run's own pool, one a core here")
+    alive = {queue: live_processes(cluster, get_settings(), queue) for queue in ("cpu", "code")}
+    if alive["cpu"] and alive["code"]:
+        return Pools(alive["cpu"], alive["code"], "the cluster's workers that say they run")
+    return Pools(alive["cpu"] or cpu, alive["code"] or code,
+                 "assumed, one a core of this machine, where no cluster worker says it runs: start the workers first, "
+                 "or start each with ragscore worker QUEUE --concurrency N")  # fmt: skip
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:

@@ -55,6 +55,7 @@ from .datasets import scan_dataset
 from .encode_rates import MeasuredRate
 from .floors import in_flight_rounds, pace_minutes, window_minutes
 from .gold_ids import FROM_TARGETS, RetrievalCheck
+from .queue_time import ItemSample, QueueTiming
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
@@ -237,6 +238,12 @@ class Estimate:
     scoreless: list[str] = field(default_factory=list)
     #: The texts the embedding metrics would encode (None: the suite has none).
     embed: EmbedTally | None = None
+    #: Items per queue (an item scored there by one metric or more).
+    queue_items: dict[str, int] = field(default_factory=dict)
+    #: The cpu queue's items a dry run times (:func:`~.queue_time.time_items`), spread through the file.
+    cpu_sample: ItemSample = field(default_factory=ItemSample)
+    #: The cpu queue's time as the sample measured it (None: not timed).
+    cpu: QueueTiming | None = None
 
     def judge_total(self) -> CallTally:
         total = CallTally()
@@ -530,6 +537,9 @@ class RunCount:
                 estimate.systems.add(answered.system)
             for queue, names in self.resolved.row_queues(answered).items():
                 self.units[queue] = self.units.get(queue, 0) + sum(self.per_metric[n] for n in names)
+                estimate.queue_items[queue] = estimate.queue_items.get(queue, 0) + 1
+                if queue == "cpu":
+                    estimate.cpu_sample.see(answered, names)
             self.judge.add(answered)
             self.embed.add(answered)
         for target in targets:

@@ -3,11 +3,13 @@
 The queues work side by side (each its own workers), so a run lasts about as long as its slowest part, plus what
 comes before that part's first unit: the judge's calls under its rate limits (a floor: no worker count sends them
 sooner; re-asks, retries and 429s only add), the embed queue's encode at its measured or assumed rate with the
-model's load before it, a target's calls under its ``rpm``. The cpu and code queues are not timed: their metrics are
-not run by a dry run; nor are the judge's calls where none of its limits bounds them: their time is the provider's
-reply time, which a dry run cannot know. The range's high end is the slowest part where this machine is busy (the
-embed encode made slower as :meth:`~.estimate.EmbedTally.busy_s` says); where nothing makes it higher, the estimate
-has no range.
+model's load before it, a target's calls under its ``rpm``, the cpu queue's metrics at the time a sample of its items
+took here (:mod:`.queue_time`), over its worker processes. The code queue's programs are not run: the most they take
+(each item at its time limit) is said beside, an upper bound. Not timed are the judge's calls where none of its
+limits bounds them: their time is the provider's reply time, which a dry run cannot know. The range's high end is
+the slowest part where this machine is busy (the embed encode made slower as :meth:`~.estimate.EmbedTally.busy_s`
+says, the cpu queue's processes on the cores the load leaves them); where nothing makes it higher, the estimate has
+no range.
 """
 
 from __future__ import annotations
@@ -21,10 +23,20 @@ from .estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S, Estimate
 from .floors import limit_said
 from .progress import fmt_duration
 
-__all__ = ["Part", "WholeRun", "whole_run", "whole_run_line"]
+__all__ = ["Part", "Pools", "WholeRun", "whole_run", "whole_run_line"]
 
-#: Queues whose time a dry run does not estimate (their metrics are not run), said as such.
+#: Queues whose time a dry run does not estimate without their pools (their metrics are not run), said as such.
 UNTIMED_QUEUES = ("cpu", "code")
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The worker processes a run's cpu and code queues would have, each said as where its count comes from."""
+
+    cpu: int
+    code: int
+    #: Where the counts come from: ``an embedded run's own, one a core here``.
+    said: str
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,8 @@ class WholeRun:
     #: The judge's paid calls where none of its limits bounds them (it has no part): their time is the provider's
     #: reply time, which a dry run cannot know.
     unbound_judge_calls: int = 0
+    #: The most the code queue's programs take (each item at its time limit), said; empty where it has no work.
+    code_bound: str = ""
 
     @property
     def slowest(self) -> Part | None:
@@ -69,15 +83,55 @@ class WholeRun:
         return max((part.busy_seconds for part in self.parts), default=0.0)
 
 
-def whole_run(estimate: Estimate, suite: Suite, *, embedded: bool, load: tuple[float, int] | None = None) -> WholeRun:
-    """The timed parts of the run ``estimate`` counts: the judge's (where its limits reach), the embed queue's and each
-    target's; ``embedded``: the run starts its own embed worker; ``load``: this machine's load average and cores."""
+def whole_run(
+    estimate: Estimate,
+    suite: Suite,
+    *,
+    embedded: bool,
+    load: tuple[float, int] | None = None,
+    pools: Pools | None = None,
+    code_limit_s: float | None = None,
+) -> WholeRun:
+    """The timed parts of the run ``estimate`` counts: the judge's (where its limits reach), the embed queue's, each
+    target's and the cpu queue's (where its sample was timed); ``embedded``: the run starts its own workers here;
+    ``load``: this machine's load average and cores; ``pools``: the cpu and code worker processes (None: those queues
+    are not timed); ``code_limit_s``: the longest an item of the code queue may run."""
     judge = _judge_part(estimate, suite)
-    parts = [*judge, *_embed_part(estimate, embedded, load), *_target_parts(estimate, suite)]
-    untimed = {queue: estimate.units[queue] for queue in UNTIMED_QUEUES if estimate.units.get(queue)}
+    cpu = _cpu_part(estimate, pools, load if embedded else None)
+    parts = [*judge, *_embed_part(estimate, embedded, load), *_target_parts(estimate, suite), *cpu]
+    timed = {"cpu"} if cpu else set()
+    if pools is not None and code_limit_s is not None:
+        timed.add("code")
+    untimed = {q: estimate.units[q] for q in UNTIMED_QUEUES if estimate.units.get(q) and q not in timed}
     # a call too large for tpm is never sent (an error, said above): not calls that no limit bounds
     unbound = 0 if judge or estimate.too_large(suite) else estimate.judge_total().paid
-    return WholeRun(tuple(parts), untimed, load, unbound)
+    code = _code_bound(estimate.queue_items.get("code", 0), pools, code_limit_s)
+    return WholeRun(tuple(parts), untimed, load, unbound, code)
+
+
+def _cpu_part(estimate: Estimate, pools: Pools | None, load: tuple[float, int] | None) -> list[Part]:
+    """The cpu queue's items at the time its sample's took here each, over its worker processes; where this machine
+    is busy (``load``: the workers run here), at the share of its cores the load leaves them."""
+    timing = estimate.cpu
+    if timing is None or pools is None or not timing.timed:
+        return []
+    seconds = timing.estimated_s(pools.cpu)
+    busy = timing.busy_s(pools.cpu, *load) if load is not None and load[0] > load[1] else seconds
+    processes = counted(pools.cpu, "cpu worker process", "cpu worker processes")
+    bound = (f"{counted(timing.items, 'item')} at {timing.per_item_s * 1000:.1f} ms each, as {timing.timed} of them "
+             f"took here, over {processes} ({pools.said})")  # fmt: skip
+    return [Part("cpu", seconds, max(seconds, busy), bound, floor=False)]
+
+
+def _code_bound(items: int, pools: Pools | None, limit_s: float | None) -> str:
+    """The most the code queue's ``items`` take at ``limit_s`` each over its worker processes, said as an upper
+    bound; empty where it has none (or its pools or limit are not given)."""
+    if not items or pools is None or limit_s is None:
+        return ""
+    most = items * limit_s / max(1, pools.code)
+    return (f"the code queue at most {fmt_duration(most)} ({counted(items, 'item')} at their time limit of "
+            f"{limit_s:g} s each over {counted(pools.code, 'code worker process', 'code worker processes')}: an upper "
+            "bound, as a dry run does not run the programs and most end far sooner)")  # fmt: skip
 
 
 def _judge_part(estimate: Estimate, suite: Suite) -> list[Part]:
@@ -135,8 +189,10 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     takes longer than the limits' time over them."""
     slowest = run.slowest
     untimed = _untimed(run.untimed, run.unbound_judge_calls, local_rounds)
+    code = f"; {run.code_bound}" if run.code_bound else ""
     if slowest is None:
-        return f"whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode){untimed}"
+        return (f"whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode)"
+                f"{code}{untimed}")  # fmt: skip
     took = f"at least {fmt_duration(slowest.seconds)}" if slowest.floor else f"about {fmt_duration(slowest.seconds)}"
     who = slowest.name if slowest.name.startswith("target ") else f"the {slowest.name} queue"
     line = f"whole run: {took}, bound by {who}: {slowest.bound}"
@@ -149,14 +205,22 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     if slowest.name == "judge" and local_rounds:
         line += (f"; longer where a judge reply takes over {slowest.seconds / local_rounds:.1f} s, as the local judge "
                  f"worker's threads send its calls in {thousands(local_rounds)} rounds one after another")  # fmt: skip
-    beside = [f"{part.name} {fmt_duration(part.seconds)}" for part in run.parts if part is not slowest]
+    beside = [_beside(part) for part in run.parts if part is not slowest]
     if beside:
         line += f"; beside it: {', '.join(beside)}"
+    line += code
     assumed = [part.name for part in run.parts if part.assumed]
     if assumed:
         line += (f"; the {' and '.join(assumed)} time rests on an assumed rate, not one measured on this machine (it "
                  "can be many times longer): score a few hundred rows first for a measured one")  # fmt: skip
     return line + untimed
+
+
+def _beside(part: Part) -> str:
+    """A part named beside the slowest: its time, and for the cpu queue what it rests on (a sample and a process
+    count that may be assumed)."""
+    said = f"{part.name} {fmt_duration(part.seconds)}"
+    return f"{said} ({part.bound})" if part.name == "cpu" else said
 
 
 def _untimed(units: dict[str, int], judge_calls: int, local_rounds: int | None) -> str:

@@ -1,0 +1,111 @@
+"""The dry run's time of the cpu and code queues, whose metrics it does not run on every item.
+
+The cpu queue's is measured: the suite's cpu metrics (the registry's own functions) score a sample of the items in
+this process (:data:`SAMPLE_ITEMS` at most, spread through the file by a seeded reservoir, within
+:data:`SAMPLE_BUDGET_S`), and their time an item is scaled by the items the queue scores over its worker processes.
+It is the metrics' own time: a worker adds its messages and writes, and a metric whose time varies with its input
+more than the sample shows may take longer. The code queue's is bounded: each item may run for its time limit (the
+metric's ``timeout_s``, else the suite's ``sandbox.timeout_s``), so ``items x limit / processes`` is the most its
+programs take; most end far sooner, and a dry run does not run them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from ragscore_workers.metrics.registry import MetricDef, RunContext
+from ragscore_workers.schemas import Queue, Row
+from ragscore_workers.scoring import score_rows
+
+from .suite import ResolvedSuite
+
+__all__ = ["SAMPLE_BUDGET_S", "SAMPLE_ITEMS", "ItemSample", "QueueTiming", "code_limit_s", "time_items"]
+
+#: Items of the cpu queue a dry run scores to time it, at most.
+SAMPLE_ITEMS = 64
+#: Seconds a dry run spends scoring its sample, at most: it stops at the first item that ends past them.
+SAMPLE_BUDGET_S = 3.0
+#: The run id the sample's metrics are given (a batch metric's context): no run store is written.
+_SAMPLE_RUN_ID = "dry-run-sample"
+
+
+class ItemSample:
+    """Up to ``size`` items, each with the names of the metrics that score it on the queue, spread through the file:
+    a reservoir sample, seeded so that the same file gives the same sample."""
+
+    def __init__(self, size: int = SAMPLE_ITEMS) -> None:
+        self.size = size
+        self.seen = 0
+        self.items: list[tuple[Row, list[str]]] = []
+        self._random = random.Random(0)
+
+    def see(self, row: Row, names: list[str]) -> None:
+        """Offer ``row`` (scored by the metrics ``names``): kept while the sample is short, else in place of a kept
+        one with the chance ``size / seen``."""
+        self.seen += 1
+        if len(self.items) < self.size:
+            self.items.append((row, names))
+        elif (slot := self._random.randrange(self.seen)) < self.size:
+            self.items[slot] = (row, names)
+
+
+@dataclass(frozen=True)
+class QueueTiming:
+    """A queue's items, the sample of them scored here and their time."""
+
+    #: Items the queue scores in the run.
+    items: int
+    #: Items of the sample that were scored and timed.
+    timed: int
+    #: Their metrics' seconds, together.
+    seconds: float
+
+    @property
+    def per_item_s(self) -> float:
+        """Seconds an item's metrics took on average (0 where none was timed)."""
+        return self.seconds / self.timed if self.timed else 0.0
+
+    def estimated_s(self, processes: int) -> float:
+        """The queue's items at the sample's time each over ``processes`` worker processes, each on a core."""
+        return self.per_item_s * self.items / max(1, processes)
+
+    def busy_s(self, processes: int, load: float, cores: int) -> float:
+        """The same where this machine stays as busy as its ``load`` average over ``cores``: the processes get the
+        cores' share that the load leaves them (``cores x processes / (load + processes)``), one at least."""
+        share = max(1.0, min(processes, cores * processes / (load + processes)))
+        return self.per_item_s * self.items / share
+
+
+def time_items(sample: ItemSample, resolved: ResolvedSuite, budget_s: float = SAMPLE_BUDGET_S) -> QueueTiming:
+    """Score ``sample``'s items with their metrics in this process, one at a time, until ``budget_s`` is spent; the
+    first item is scored once untimed before (what a worker process loads once: a tokenizer, a word list)."""
+    metrics = {m.name: (m, p) for m, p in resolved.scoring}
+    ctx = RunContext(run_id=_SAMPLE_RUN_ID, suite=resolved.suite)
+    if sample.items:
+        row, names = sample.items[0]
+        score_rows([row], _of(metrics, names), ctx)
+    timed, seconds, deadline = 0, 0.0, time.perf_counter() + budget_s
+    for row, names in sample.items:
+        start = time.perf_counter()
+        score_rows([row], _of(metrics, names), ctx)
+        timed, seconds = timed + 1, seconds + time.perf_counter() - start
+        if time.perf_counter() >= deadline:
+            break
+    return QueueTiming(sample.seen, timed, seconds)
+
+
+def _of(metrics: dict[str, tuple[MetricDef, BaseModel]], names: list[str]) -> list[tuple[MetricDef, BaseModel]]:
+    """The metrics (with their params) of ``names``."""
+    return [metrics[name] for name in names if name in metrics]
+
+
+def code_limit_s(resolved: ResolvedSuite) -> float:
+    """The longest an item of the code queue may run: the longest time limit of the metrics that may score there
+    (``timeout_s``, else the suite's ``sandbox.timeout_s``)."""
+    suite_s = resolved.suite.sandbox.timeout_s
+    coded = [params for metric, params in resolved.scoring if Queue.CODE in metric.possible_queues]
+    return max((getattr(params, "timeout_s", None) or suite_s for params in coded), default=suite_s)

@@ -1,0 +1,114 @@
+"""The dry run's time of the cpu queue (a sample of its items scored here by the registry's real metric functions,
+scaled by its items and worker processes) and the code queue (an upper bound at each item's time limit). Both were
+said as "not timed"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.estimate import estimate_run
+from orchestrator.queue_time import SAMPLE_ITEMS, ItemSample, code_limit_s, time_items
+from orchestrator.run_time import Pools, whole_run, whole_run_line
+from orchestrator.suite import load_suite
+from ragscore_workers.schemas import Row
+
+from ..support import ROOT, write_jsonl
+
+POOLS = Pools(cpu=2, code=3, said="an embedded run's own pool, one a core here")
+CPU_SUITE = {"name": "cpu-dry", "metrics": ["exact_match", "quality_checks"]}
+
+
+def _rows(n: int) -> list[dict[str, object]]:
+    return [{"id": f"q{i}", "question": f"What is fact {i}?", "answer": f"fact {i} is an answer [1]",
+             "reference": f"fact {i} is the reference"} for i in range(n)]  # fmt: skip
+
+
+def _timed_line(tmp_path: Path, rows: int, suite: dict[str, object]) -> tuple[str, object]:
+    """The whole run's line of ``rows`` rows of ``suite``, its cpu sample timed, and the run it says."""
+    resolved = load_suite(suite)
+    estimate = estimate_run(write_jsonl(tmp_path / f"d{rows}.jsonl", _rows(rows)), resolved)
+    if estimate.cpu_sample.items:
+        estimate.cpu = time_items(estimate.cpu_sample, resolved)
+    run = whole_run(estimate, resolved.suite, embedded=True, load=(0.1, 2), pools=POOLS,
+                    code_limit_s=code_limit_s(resolved))  # fmt: skip
+    return whole_run_line(run), run
+
+
+def test_the_cpu_queue_is_timed_on_a_sample_and_scaled_by_its_items_over_its_processes(tmp_path: Path) -> None:
+    """300 and 600 rows of exact_match and quality_checks: the cpu queue is a part of the whole run, its time the
+    sample's time an item x its items / the 2 processes assumed, said with what it assumed. Seen failing before: the
+    line said "not timed: the cpu queue's 600 outputs" and the run had no cpu part."""
+    for rows in (300, 600):
+        said, run = _timed_line(tmp_path, rows, CPU_SUITE)
+        (cpu,) = [part for part in run.parts if part.name == "cpu"]  # type: ignore[attr-defined]
+        assert cpu.bound.startswith(f"{rows} items at "), cpu.bound
+        assert f"as {SAMPLE_ITEMS} of them took here, over 2 cpu worker processes (an embedded run's own pool, one a " \
+               "core here)" in cpu.bound, cpu.bound  # fmt: skip
+        assert "not timed" not in said, said
+        assert said.startswith("whole run: about ") and "bound by the cpu queue" in said, said
+
+
+def test_the_cpu_estimate_is_the_per_item_time_times_the_items_over_the_processes(tmp_path: Path) -> None:
+    """The estimate scales with the items and over the processes, and is no shorter where this machine is busy."""
+    resolved = load_suite(CPU_SUITE)
+    estimate = estimate_run(write_jsonl(tmp_path / "d.jsonl", _rows(200)), resolved)
+    timing = time_items(estimate.cpu_sample, resolved)
+    assert timing.items == 200 and 0 < timing.timed <= SAMPLE_ITEMS and timing.seconds > 0
+    assert timing.estimated_s(2) == pytest.approx(timing.per_item_s * 200 / 2)
+    assert timing.estimated_s(1) == pytest.approx(2 * timing.estimated_s(2))
+    assert timing.busy_s(2, 6.0, 2) > timing.estimated_s(2)  # 2 busy cores leave the 2 processes less than a core each
+
+
+def test_the_sample_is_spread_through_the_file_and_bounded() -> None:
+    """A reservoir of 64 over 1,000 items keeps 64, some of them from past the first 64 and from the file's last
+    half; the same file gives the same sample."""
+    samples = []
+    for _ in range(2):
+        sample = ItemSample()
+        for i in range(1_000):
+            sample.see(Row(id=f"q{i}", question="q", answer="a"), ["exact_match"])
+        samples.append([row.id for row, _ in sample.items])
+    ids = samples[0]
+    assert len(ids) == SAMPLE_ITEMS and sample.seen == 1_000
+    assert any(int(i[1:]) >= 500 for i in ids) and samples[0] == samples[1]
+
+
+def test_a_suite_with_no_cpu_metric_has_no_cpu_time_and_times_nothing(tmp_path: Path) -> None:
+    """answer_correctness alone (embed): nothing is sampled or timed, and the line names no cpu queue."""
+    said, run = _timed_line(tmp_path, 50, {"name": "no-cpu", "metrics": ["answer_correctness"]})
+    assert not [part for part in run.parts if part.name == "cpu"], said  # type: ignore[attr-defined]
+    assert "cpu" not in said, said
+
+
+def test_the_code_queue_is_bounded_by_its_time_limit_and_said_as_an_upper_bound(tmp_path: Path) -> None:
+    """30 rows of code_test at ``sandbox.timeout_s: 4`` over 3 code processes: at most 30 x 4 / 3 = 40 s, said as an
+    upper bound. Seen failing before: "not timed: the code queue's 30 outputs"."""
+    rows = [{"id": f"c{i}", "question": "print 1", "code": "print(1)"} for i in range(30)]
+    resolved = load_suite({"name": "code-dry", "metrics": ["code_test"], "sandbox": {"timeout_s": 4}})
+    estimate = estimate_run(write_jsonl(tmp_path / "c.jsonl", rows), resolved)
+    run = whole_run(estimate, resolved.suite, embedded=True, pools=POOLS, code_limit_s=code_limit_s(resolved))
+    said = whole_run_line(run)
+    assert ("the code queue at most 0m40s (30 items at their time limit of 4 s each over 3 code worker processes: an "
+            "upper bound, as a dry run does not run the programs and most end far sooner)") in said, said  # fmt: skip
+    assert "not timed" not in said, said
+
+
+def test_the_dry_run_prints_the_cpu_queue_time_with_its_processes(tmp_path: Path) -> None:
+    """``ragscore run --dry-run`` of an embedded run prints the cpu queue's time with the local pool's processes; of a
+    cluster with no worker, the processes it assumes and how to change them."""
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(100))
+    (tmp_path / "s.json").write_text(json.dumps(CPU_SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    env.pop("RAGSCORE_BROKER_URL", None)
+    command = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+               "--dry-run"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    said = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stderr
+    assert "bound by the cpu queue: 100 items at " in said and "(an embedded run's own pool, one a core here)" in said
