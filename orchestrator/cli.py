@@ -843,7 +843,8 @@ def _print_whole_run(estimate, resolved, *, cluster: str | None, judge_threads: 
 
 def _pools(cluster: str | None):
     """The cpu and code worker processes a run would have: an embedded run's own pools; a cluster's that say they run
-    (:func:`.queues.live_processes`), else assumed as many as a worker started here has."""
+    (:func:`.queues.live_processes`), else assumed as many as a worker started here has, said as such (of the cpu
+    queue's, the one the line names with its time)."""
     from .queues import live_processes
     from .run_time import Pools
     from .workers import POOL_DEFAULTS
@@ -852,11 +853,13 @@ def _pools(cluster: str | None):
     if not cluster:
         return Pools(cpu, code, "an embedded run's own pool, one a core here")
     alive = {queue: live_processes(cluster, get_settings(), queue) for queue in ("cpu", "code")}
-    if alive["cpu"] and alive["code"]:
-        return Pools(alive["cpu"], alive["code"], "the cluster's workers that say they run")
-    return Pools(alive["cpu"] or cpu, alive["code"] or code,
-                 "assumed, one a core of this machine, where no cluster worker says it runs: start the workers first, "
-                 "or start each with ragscore worker QUEUE --concurrency N")  # fmt: skip
+    if alive["cpu"]:
+        return Pools(alive["cpu"], alive["code"] or code, "the cluster's cpu workers that say they run",
+                     code_assumed=not alive["code"])  # fmt: skip
+    return Pools(cpu, alive["code"] or code,
+                 "assumed, one a core of this machine, as no cluster worker of the cpu queue says it runs: start them "
+                 "first (ragscore worker cpu --concurrency N) and the dry run counts theirs",
+                 code_assumed=not alive["code"])  # fmt: skip
 
 
 def _finish(dataset, resolved, out: Path, broker: str | None, quiet: bool, **kwargs) -> RunSummary:

@@ -518,7 +518,8 @@ class _EmbedPlanner:
 class RunCount:
     """What a run of ``resolved`` does, counted a row at a time as it is read (the dry run's count, and submit's of
     the judge calls its run will make: :func:`judge_calls_planned`); ``redis``: look up cached replies; ``texts``:
-    count the texts its embedding metrics encode too (the dry run: submit has no use for them)."""
+    count the texts its embedding metrics encode and sample the cpu queue's items too (the dry run: submit has no use
+    for them)."""
 
     def __init__(self, resolved: ResolvedSuite, redis: Any | None = None, *, texts: bool = True) -> None:
         self.resolved = resolved
@@ -528,6 +529,7 @@ class RunCount:
         self.embed = _EmbedPlanner(embedded, self.estimate, None if resolved.targets else redis)
         self.per_metric = {m.name: len(m.outputs(p)) for m, p in resolved.metrics}
         self.units: dict[str, int] = {}
+        self.sampled = texts
 
     def see(self, row: Row) -> None:
         """Count ``row``: its items (one a target), their work units per queue, judge calls and target calls."""
@@ -538,7 +540,7 @@ class RunCount:
             for queue, names in self.resolved.row_queues(answered).items():
                 self.units[queue] = self.units.get(queue, 0) + sum(self.per_metric[n] for n in names)
                 estimate.queue_items[queue] = estimate.queue_items.get(queue, 0) + 1
-                if queue == "cpu":
+                if queue == "cpu" and self.sampled:
                     estimate.cpu_sample.see(answered, names)
             self.judge.add(answered)
             self.embed.add(answered)

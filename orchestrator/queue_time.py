@@ -1,17 +1,19 @@
 """The dry run's time of the cpu and code queues, whose metrics it does not run on every item.
 
-The cpu queue's is measured: the suite's cpu metrics (the registry's own functions) score a sample of the items in
-this process (:data:`SAMPLE_ITEMS` at most, spread through the file by a seeded reservoir, within
-:data:`SAMPLE_BUDGET_S`), and their time an item is scaled by the items the queue scores over its worker processes.
-It is the metrics' own time: a worker adds its messages and writes, and a metric whose time varies with its input
-more than the sample shows may take longer. The code queue's is bounded: each item may run for its time limit (the
-metric's ``timeout_s``, else the suite's ``sandbox.timeout_s``), so ``items x limit / processes`` is the most its
-programs take; most end far sooner, and a dry run does not run them.
+The cpu queue's is measured: the suite's cpu metrics (the registry's own functions) score a sample of the items in this
+process (:data:`SAMPLE_ITEMS` at most, spread through the file by a seeded reservoir, within :data:`SAMPLE_BUDGET_S`
+after the first item's untimed load, :data:`SAMPLE_LOAD_S` at most; a metric that hangs is left to its daemon thread,
+its item counted at the time it took so far), and their time an item is scaled by the items the queue scores over its
+worker processes. It is the metrics' own time: a worker adds its messages and writes, and a metric whose time varies
+with its input more than the sample shows may take longer. The code queue's is bounded: each item may run for its time
+limit (the metric's ``timeout_s``, else the suite's ``sandbox.timeout_s``), so ``items x limit / processes`` is the most
+its programs take; most end far sooner, and a dry run does not run them.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 
@@ -23,12 +25,23 @@ from ragscore_workers.scoring import score_rows
 
 from .suite import ResolvedSuite
 
-__all__ = ["SAMPLE_BUDGET_S", "SAMPLE_ITEMS", "ItemSample", "QueueTiming", "code_limit_s", "time_items"]
+__all__ = [
+    "SAMPLE_BUDGET_S",
+    "SAMPLE_ITEMS",
+    "SAMPLE_LOAD_S",
+    "ItemSample",
+    "QueueTiming",
+    "code_limit_s",
+    "time_items",
+]
 
 #: Items of the cpu queue a dry run scores to time it, at most.
 SAMPLE_ITEMS = 64
 #: Seconds a dry run spends scoring its sample, at most: it stops at the first item that ends past them.
 SAMPLE_BUDGET_S = 3.0
+#: Seconds a dry run waits for the sample's first item, scored untimed (a metric's first-use load: WordNet, a
+#: tokenizer), at most: past them the cpu queue is not timed.
+SAMPLE_LOAD_S = 30.0
 #: The run id the sample's metrics are given (a batch metric's context): no run store is written.
 _SAMPLE_RUN_ID = "dry-run-sample"
 
@@ -63,6 +76,8 @@ class QueueTiming:
     timed: int
     #: Their metrics' seconds, together.
     seconds: float
+    #: Whether the last of them was still being scored at the sample's bound (its time so far counted: a low end).
+    cut: bool = False
 
     @property
     def per_item_s(self) -> float:
@@ -80,22 +95,57 @@ class QueueTiming:
         return self.per_item_s * self.items / share
 
 
-def time_items(sample: ItemSample, resolved: ResolvedSuite, budget_s: float = SAMPLE_BUDGET_S) -> QueueTiming:
-    """Score ``sample``'s items with their metrics in this process, one at a time, until ``budget_s`` is spent; the
-    first item is scored once untimed before (what a worker process loads once: a tokenizer, a word list)."""
-    metrics = {m.name: (m, p) for m, p in resolved.scoring}
-    ctx = RunContext(run_id=_SAMPLE_RUN_ID, suite=resolved.suite)
-    if sample.items:
-        row, names = sample.items[0]
-        score_rows([row], _of(metrics, names), ctx)
-    timed, seconds, deadline = 0, 0.0, time.perf_counter() + budget_s
-    for row, names in sample.items:
-        start = time.perf_counter()
-        score_rows([row], _of(metrics, names), ctx)
-        timed, seconds = timed + 1, seconds + time.perf_counter() - start
-        if time.perf_counter() >= deadline:
-            break
-    return QueueTiming(sample.seen, timed, seconds)
+def time_items(
+    sample: ItemSample, resolved: ResolvedSuite, budget_s: float = SAMPLE_BUDGET_S, load_s: float = SAMPLE_LOAD_S
+) -> QueueTiming:
+    """Score ``sample``'s items with their metrics, one at a time, for ``budget_s``; the first item is scored once
+    untimed before (what a worker process loads once: a tokenizer, a word list), for ``load_s`` at most. The scoring
+    runs in a daemon thread that this waits for no longer than those two: a metric that hangs leaves the item it
+    scores counted at the time it took so far (``cut``), and never stalls the dry run (a metric that raises is scored
+    as failed, as a worker scores it)."""
+    timing = _SampleTiming()
+    worker = threading.Thread(target=timing.score, args=(sample, resolved, budget_s), daemon=True,
+                              name="dry-run-cpu-sample")  # fmt: skip
+    worker.start()
+    if timing.warm.wait(load_s):
+        worker.join(budget_s)
+    return timing.result(sample.seen)
+
+
+class _SampleTiming:
+    """What :func:`time_items`'s thread has timed so far, read by the caller at its bound."""
+
+    def __init__(self) -> None:
+        self.warm = threading.Event()
+        self._lock = threading.Lock()
+        self._timed, self._seconds, self._started = 0, 0.0, None  # type: tuple[int, float, float | None]
+
+    def score(self, sample: ItemSample, resolved: ResolvedSuite, budget_s: float) -> None:
+        metrics = {m.name: (m, p) for m, p in resolved.scoring}
+        ctx = RunContext(run_id=_SAMPLE_RUN_ID, suite=resolved.suite)
+        if sample.items:
+            row, names = sample.items[0]
+            score_rows([row], _of(metrics, names), ctx)
+        self.warm.set()
+        deadline = time.perf_counter() + budget_s
+        for row, names in sample.items:
+            with self._lock:
+                self._started = start = time.perf_counter()
+            score_rows([row], _of(metrics, names), ctx)
+            with self._lock:
+                end = time.perf_counter()
+                self._timed, self._seconds, self._started = self._timed + 1, self._seconds + end - start, None
+            if end >= deadline:
+                break
+
+    def result(self, items: int) -> QueueTiming:
+        """The timing so far: an item still being scored counts at the time it took until now (a low end)."""
+        with self._lock:
+            if not self.warm.is_set():  # its first item (untimed) not scored yet: nothing to scale
+                return QueueTiming(items, 0, 0.0, cut=True)
+            if self._started is None:
+                return QueueTiming(items, self._timed, self._seconds)
+            return QueueTiming(items, self._timed + 1, self._seconds + time.perf_counter() - self._started, cut=True)
 
 
 def _of(metrics: dict[str, tuple[MetricDef, BaseModel]], names: list[str]) -> list[tuple[MetricDef, BaseModel]]:

@@ -22,6 +22,7 @@ from ragscore_workers.schemas import Suite
 from .estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S, Estimate
 from .floors import limit_said
 from .progress import fmt_duration
+from .queue_time import SAMPLE_LOAD_S
 
 __all__ = ["Part", "Pools", "WholeRun", "whole_run", "whole_run_line"]
 
@@ -35,8 +36,10 @@ class Pools:
 
     cpu: int
     code: int
-    #: Where the counts come from: ``an embedded run's own, one a core here``.
+    #: Where the cpu count comes from: ``an embedded run's own pool, one a core here``.
     said: str
+    #: Whether the code count is assumed (a cluster's where none of its code workers says it runs).
+    code_assumed: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class WholeRun:
     unbound_judge_calls: int = 0
     #: The most the code queue's programs take (each item at its time limit), said; empty where it has no work.
     code_bound: str = ""
+    #: Whether the cpu queue's sample was not scored within its bound (its first item's load, or a metric hanging).
+    unsampled: bool = False
 
     @property
     def slowest(self) -> Part | None:
@@ -106,7 +111,8 @@ def whole_run(
     # a call too large for tpm is never sent (an error, said above): not calls that no limit bounds
     unbound = 0 if judge or estimate.too_large(suite) else estimate.judge_total().paid
     code = _code_bound(estimate.queue_items.get("code", 0), pools, code_limit_s)
-    return WholeRun(tuple(parts), untimed, load, unbound, code)
+    unsampled = estimate.cpu is not None and not estimate.cpu.timed
+    return WholeRun(tuple(parts), untimed, load, unbound, code, unsampled)
 
 
 def _cpu_part(estimate: Estimate, pools: Pools | None, load: tuple[float, int] | None) -> list[Part]:
@@ -118,8 +124,10 @@ def _cpu_part(estimate: Estimate, pools: Pools | None, load: tuple[float, int] |
     seconds = timing.estimated_s(pools.cpu)
     busy = timing.busy_s(pools.cpu, *load) if load is not None and load[0] > load[1] else seconds
     processes = counted(pools.cpu, "cpu worker process", "cpu worker processes")
-    bound = (f"{counted(timing.items, 'item')} at {timing.per_item_s * 1000:.1f} ms each, as {timing.timed} of them "
-             f"took here, over {processes} ({pools.said})")  # fmt: skip
+    each = f"{timing.per_item_s * 1000:.1f} ms{' or more' if timing.cut else ''}"
+    cut = ", the last still being scored when the sample's time was up: a low end" if timing.cut else ""
+    bound = (f"{counted(timing.items, 'item')} at {each} each, as {timing.timed} of them took here{cut}, over "
+             f"{processes} ({pools.said})")  # fmt: skip
     return [Part("cpu", seconds, max(seconds, busy), bound, floor=False)]
 
 
@@ -129,9 +137,11 @@ def _code_bound(items: int, pools: Pools | None, limit_s: float | None) -> str:
     if not items or pools is None or limit_s is None:
         return ""
     most = items * limit_s / max(1, pools.code)
+    processes = counted(pools.code, "code worker process", "code worker processes")
+    assumed = ", assumed as no cluster worker of the code queue says it runs" if pools.code_assumed else ""
     return (f"the code queue at most {fmt_duration(most)} ({counted(items, 'item')} at their time limit of "
-            f"{limit_s:g} s each over {counted(pools.code, 'code worker process', 'code worker processes')}: an upper "
-            "bound, as a dry run does not run the programs and most end far sooner)")  # fmt: skip
+            f"{limit_s:g} s each over {processes}{assumed}: an upper bound, as a dry run does not run the programs "
+            "and most end far sooner)")  # fmt: skip
 
 
 def _judge_part(estimate: Estimate, suite: Suite) -> list[Part]:
@@ -188,7 +198,7 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
     after another (:meth:`~.estimate.Estimate.local_rounds`), which bind instead of the judge's limits where a reply
     takes longer than the limits' time over them."""
     slowest = run.slowest
-    untimed = _untimed(run.untimed, run.unbound_judge_calls, local_rounds)
+    untimed = _untimed(run.untimed, run.unbound_judge_calls, local_rounds, unsampled=run.unsampled)
     code = f"; {run.code_bound}" if run.code_bound else ""
     if slowest is None:
         return (f"whole run: not estimated (no part of it is timed: no judge limit reached, nothing to encode)"
@@ -223,10 +233,15 @@ def _beside(part: Part) -> str:
     return f"{said} ({part.bound})" if part.name == "cpu" else said
 
 
-def _untimed(units: dict[str, int], judge_calls: int, local_rounds: int | None) -> str:
+def _untimed(units: dict[str, int], judge_calls: int, local_rounds: int | None, *, unsampled: bool = False) -> str:
     """What the whole-run line adds of what it does not time: the judge's ``judge_calls`` that no limit bounds (sent
-    in ``local_rounds``, where an embedded run's local judge worker sends them in rounds) and the queues' ``units``."""
+    in ``local_rounds``, where an embedded run's local judge worker sends them in rounds) and the queues' ``units``
+    (``unsampled``: the cpu queue's sample was not scored within its bound)."""
     said = [_unbound_judge(judge_calls, local_rounds)] if judge_calls else []
+    if unsampled and "cpu" in units:
+        said.append(f"the cpu queue's {thousands(units['cpu'])} outputs (its sample's first item was not scored within "
+                    f"{SAMPLE_LOAD_S:g} s here: a metric's load or a metric that hangs)")  # fmt: skip
+        units = {queue: n for queue, n in units.items() if queue != "cpu"}
     if units:
         queues = " and ".join(f"the {queue} queue's {thousands(n)} outputs" for queue, n in units.items())
         said.append(f"{queues} (a dry run does not run their metrics; they run beside the others)")

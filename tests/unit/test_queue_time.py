@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.estimate import estimate_run
+from orchestrator.estimate import RunCount, estimate_run
 from orchestrator.queue_time import SAMPLE_ITEMS, ItemSample, code_limit_s, time_items
 from orchestrator.run_time import Pools, whole_run, whole_run_line
 from orchestrator.suite import load_suite
@@ -112,3 +112,91 @@ def test_the_dry_run_prints_the_cpu_queue_time_with_its_processes(tmp_path: Path
     said = " ".join(result.stdout.split())
     assert result.returncode == 0, result.stderr
     assert "bound by the cpu queue: 100 items at " in said and "(an embedded run's own pool, one a core here)" in said
+
+
+def test_submits_count_of_a_run_samples_no_cpu_item(tmp_path: Path) -> None:
+    """Submit counts its run's judge calls with :class:`RunCount` (``texts=False``): it has no use for the cpu
+    sample, which kept up to 64 rows in memory for nothing. Seen failing before: submit's count held 64 rows."""
+    resolved = load_suite(CPU_SUITE)
+    submits, dry = RunCount(resolved, texts=False), RunCount(resolved)
+    for row in _rows(100):
+        submits.see(Row.model_validate(row))
+        dry.see(Row.model_validate(row))
+    assert not submits.finish(100).cpu_sample.items and submits.estimate.queue_items == {"cpu": 100}
+    assert len(dry.finish(100).cpu_sample.items) == SAMPLE_ITEMS
+
+
+def _flagged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rows: list[dict[str, object]]) -> tuple[str, object]:
+    """The whole run's line of ``rows`` scored by the test plugins' ``fail_on_flag`` and ``hang_on_flag``, its cpu
+    sample timed within 0.5 s after a first item's load of 1 s at most; and the timing."""
+    monkeypatch.setenv("RAGSCORE_PLUGINS", "tests.plugins.failing,tests.plugins.hanging")
+    resolved = load_suite({"name": "flagged", "metrics": ["fail_on_flag", "hang_on_flag"]})
+    estimate = estimate_run(write_jsonl(tmp_path / "f.jsonl", rows), resolved)
+    estimate.cpu = time_items(estimate.cpu_sample, resolved, budget_s=0.5, load_s=1.0)
+    run = whole_run(estimate, resolved.suite, embedded=True, load=(0.1, 2), pools=POOLS)
+    return whole_run_line(run), estimate.cpu
+
+
+def test_a_cpu_metric_that_raises_or_hangs_on_a_sampled_row_neither_fails_nor_stalls_the_dry_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A metric that raises on a row is timed as a worker scores it (failed); one that hangs on the third row leaves
+    it to its thread: the sample's time stops at its bound, that row counted at the time it took so far, said as a
+    low end. Seen failing before: time_items had no bound on an item (no ``load_s``; its loop waited each item out)."""
+    rows = [{"id": f"r{i}", "question": "q", "answer": "a", "metadata": {"fail": "bad input"} if i == 1 else {}}
+            for i in range(10)]  # fmt: skip
+    rows[2]["metadata"] = {"hang": 8}
+    said, timing = _flagged(monkeypatch, tmp_path, rows)
+    assert timing.cut and timing.timed == 3, timing  # type: ignore[attr-defined]
+    assert "bound by the cpu queue: 10 items at " in said and " ms or more each, as 3 of them took here" in said, said
+    assert "the last still being scored when the sample's time was up: a low end" in said, said
+
+
+def test_a_first_item_not_scored_within_its_load_bound_leaves_the_cpu_queue_not_timed_and_said_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The first item's untimed score (a metric's first-use load) hangs past its bound: nothing is timed, and the
+    line says why rather than that a dry run does not run the metrics. Seen failing before: no bound on the first
+    item."""
+    rows = [{"id": f"r{i}", "question": "q", "answer": "a", "metadata": {"hang": 8} if i == 0 else {}}
+            for i in range(5)]  # fmt: skip
+    said, timing = _flagged(monkeypatch, tmp_path, rows)
+    assert timing.cut and not timing.timed, timing  # type: ignore[attr-defined]
+    assert "not timed: the cpu queue's 10 outputs (its sample's first item was not scored within 30 s here" in said
+
+
+def test_a_cluster_dry_run_assumes_its_cpu_processes_until_its_cpu_workers_say_they_run(tmp_path: Path) -> None:
+    """With a broker and no cpu worker, the cpu queue's processes are assumed, said with how to have the workers' own
+    counted; a real cpu worker of one process saying it runs is counted instead. Seen failing before: the
+    cluster's live cpu workers were said as assumed where no code worker ran."""
+    from ragscore_workers.alive import alive_processes, broker_of
+    from ragscore_workers.store import redis_client
+
+    from ..support import RedisProcess, WorkerProcess, until
+
+    server = RedisProcess(tmp_path / "redis").start()
+    worker = WorkerProcess(server.url, "cpu", tmp_path / "worker-home", concurrency=1)
+    data = write_jsonl(tmp_path / "d.jsonl", _rows(100))
+    (tmp_path / "s.json").write_text(json.dumps(CPU_SUITE))
+    env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    command = [sys.executable, "-m", "orchestrator.cli", "run", str(data), "--suite", str(tmp_path / "s.json"),
+               "--dry-run", "--broker", server.url]  # fmt: skip
+
+    def said() -> str:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())
+
+    try:
+        assumed = said()
+        assert ("cpu worker processes (assumed, one a core of this machine, as no cluster worker of the cpu queue "
+                "says it runs: start them first (ragscore worker cpu --concurrency N) and the dry run counts theirs)"
+                ) in assumed, assumed  # fmt: skip
+        worker.start()
+        client = redis_client(server.url)
+        assert until(lambda: alive_processes(client, broker_of(client), "cpu") == 1, 300)
+        alive = said()
+        assert "over 1 cpu worker process (the cluster's cpu workers that say they run)" in alive, alive
+    finally:
+        worker.stop()
+        server.stop()
