@@ -210,8 +210,11 @@ def whole_run_line(run: WholeRun, *, local_rounds: int | None = None) -> str:
         line += " (a floor: re-asks, retries and 429s add to it)"
     if run.high_s > slowest.seconds + 1 and run.load is not None:
         load, cores = run.load
+        busiest = max(run.parts, key=lambda part: part.busy_seconds)
+        why = ("the cpu queue's processes on the share of its cores the load leaves them" if busiest.name == "cpu"
+               else "the embed encode slowed as said above")  # fmt: skip
         line += (f"; up to {fmt_duration(run.high_s)} where this machine stays as busy as now (load average "
-                 f"{load:.1f} on {counted(cores, 'core')}: the embed encode slowed as said above)")  # fmt: skip
+                 f"{load:.1f} on {counted(cores, 'core')}: {why})")  # fmt: skip
     if slowest.name == "judge" and local_rounds:
         line += (f"; longer where a judge reply takes over {slowest.seconds / local_rounds:.1f} s, as the local judge "
                  f"worker's threads send its calls in {thousands(local_rounds)} rounds one after another")  # fmt: skip

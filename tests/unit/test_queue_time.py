@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.estimate import RunCount, estimate_run
-from orchestrator.queue_time import SAMPLE_ITEMS, ItemSample, code_limit_s, time_items
+from orchestrator.queue_time import SAMPLE_ITEMS, ItemSample, QueueTiming, code_limit_s, time_items
 from orchestrator.run_time import Pools, whole_run, whole_run_line
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import Row
@@ -100,8 +100,8 @@ def test_the_code_queue_is_bounded_by_its_time_limit_and_said_as_an_upper_bound(
 
 
 def test_the_dry_run_prints_the_cpu_queue_time_with_its_processes(tmp_path: Path) -> None:
-    """``ragscore run --dry-run`` of an embedded run prints the cpu queue's time with the local pool's processes; of a
-    cluster with no worker, the processes it assumes and how to change them."""
+    """``ragscore run --dry-run`` of an embedded run prints the cpu queue's time with the local pool's processes (a
+    cluster's: :func:`test_a_cluster_dry_run_assumes_its_cpu_processes_until_its_cpu_workers_say_they_run`)."""
     data = write_jsonl(tmp_path / "d.jsonl", _rows(100))
     (tmp_path / "s.json").write_text(json.dumps(CPU_SUITE))
     env = {**os.environ, "RAGSCORE_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
@@ -200,3 +200,18 @@ def test_a_cluster_dry_run_assumes_its_cpu_processes_until_its_cpu_workers_say_t
     finally:
         worker.stop()
         server.stop()
+
+
+def test_a_busy_machines_high_end_of_a_cpu_bound_run_says_the_cpu_queue_made_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A suite of cpu metrics alone on 2 cores at load 6: the high end is the cpu queue's processes on the cores'
+    share the load leaves them, not an embed encode the suite does not have. Seen failing before: "the embed encode
+    slowed as said above"."""
+    resolved = load_suite(CPU_SUITE)
+    estimate = estimate_run(write_jsonl(tmp_path / "d.jsonl", _rows(100)), resolved)
+    estimate.cpu = QueueTiming(items=100, timed=10, seconds=10.0)  # 1 s an item: far above the 1 s the line needs
+    said = whole_run_line(whole_run(estimate, resolved.suite, embedded=True, load=(6.0, 2), pools=POOLS))
+    assert "where this machine stays as busy as now (load average 6.0 on 2 cores: the cpu queue's processes on the " \
+           "share of its cores the load leaves them)" in said, said  # fmt: skip
+    assert "embed encode" not in said, said
