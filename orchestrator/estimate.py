@@ -540,8 +540,9 @@ class RunCount:
             for queue, names in self.resolved.row_queues(answered).items():
                 self.units[queue] = self.units.get(queue, 0) + sum(self.per_metric[n] for n in names)
                 estimate.queue_items[queue] = estimate.queue_items.get(queue, 0) + 1
-                if queue == "cpu" and self.sampled:
-                    estimate.cpu_sample.see(answered, names)
+                if queue == "cpu" and self.sampled:  # a target's reply, not yet had: the reply the count assumes
+                    filled = {"answer": self.embed.reply} if answered.answer == PLACEHOLDER else {}
+                    estimate.cpu_sample.see(answered.model_copy(update=filled), names)
             self.judge.add(answered)
             self.embed.add(answered)
         for target in targets:

@@ -215,3 +215,17 @@ def test_a_busy_machines_high_end_of_a_cpu_bound_run_says_the_cpu_queue_made_it(
     assert "where this machine stays as busy as now (load average 6.0 on 2 cores: the cpu queue's processes on the " \
            "share of its cores the load leaves them)" in said, said  # fmt: skip
     assert "embed encode" not in said, said
+
+
+def test_a_targets_items_are_sampled_with_the_reply_the_count_assumes_not_the_placeholder(tmp_path: Path) -> None:
+    """With a target the rows have no answer yet: the cpu sample's items carry the reply the dry run's count assumes
+    (as the embed count does), not the placeholder, so the metrics are timed on an answer of a reply's length. Seen
+    failing before: the sample scored "(filled in by the target)"."""
+    from orchestrator.estimate import PLACEHOLDER
+
+    resolved = load_suite({"name": "t", "metrics": ["exact_match"], "target": {"url": "http://127.0.0.1:9/ask"}})
+    rows = [{"id": f"q{i}", "question": f"What is fact {i}?", "reference": f"fact {i}"} for i in range(10)]
+    estimate = estimate_run(write_jsonl(tmp_path / "t.jsonl", rows), resolved)
+    answers = {row.answer for row, _ in estimate.cpu_sample.items}
+    assert len(estimate.cpu_sample.items) == 10 and PLACEHOLDER not in answers and len(answers) == 1, answers
+    assert len(next(iter(answers)).split()) > 10, answers
