@@ -28,13 +28,13 @@ from .caller import PYTHON
 from .datasets import Named
 from .datasets.parquet import json_value
 from .datasets.rows import failed_row_at
-from .gates import GatePlan, GateResult, apart, incomplete
+from .gates import GatePlan, GateResult, apart, incomplete, started_gates
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
 from .reports.console import retrieved_nothing_lines, warning_lines
 from .reports.files import ROWS_FILE, ROWS_STAGED, first_failed_row, refuse_files_of_others
 from .reports.live import scored_text
-from .runner import TEMPORARY_MARK, recorded_run, refuse_an_unfinished_run_in, run
+from .runner import TEMPORARY_MARK, kept_job, recorded_run, refuse_an_unfinished_run_in, run
 from .suite import judge_budget, load_suite
 from .terminal import results_command
 from .warm import stop_kept_once_idle
@@ -306,11 +306,11 @@ def _evaluation(summary: RunSummary, out_dir: Path, rows_given: bool = False) ->
     if problem is not None:
         warnings.warn(f"{problem} (reports in {out_dir}{_resume_note(summary, out_dir)})", IncompleteRunWarning,
                       stacklevel=3)  # fmt: skip
-    suite_gates = _suite_gates(out_dir)  # checked as `ragscore run` checks them: gates.json, the reports' Gates section
-    gates = GatePlan(suite_gates).check(out_dir) if suite_gates else []
+    plan = _gate_plan(summary, out_dir)  # checked as `ragscore run` checks them: gates.json, the reports' Gates section
+    gates = plan.check(out_dir) if plan is not None else []
     if missed := [g for g in gates if not g.passed]:
         said = "; ".join(_verdict(g) for g in missed)
-        warnings.warn(f"{len(missed)} of the suite's {counted(len(gates), 'gate')} did not hold: {said} "
+        warnings.warn(f"{len(missed)} of the run's {counted(len(gates), 'gate')} did not hold: {said} "
                       "(Evaluation.gates has every verdict)", GateFailedWarning, stacklevel=3)  # fmt: skip
     return Evaluation(summary=summary, out_dir=out_dir, gates=gates)
 
@@ -348,6 +348,14 @@ def _first_failed(first: dict[str, Any] | None) -> str:
     list, else its line): which row and why, from failed_rows.jsonl's ``first`` row; nothing when that file cannot be
     read."""
     return "" if first is None else f"; the first, {failed_row_at(first)}: {first['error']}"
+
+
+def _gate_plan(summary: RunSummary, out_dir: Path) -> GatePlan | None:
+    """The gates of the run in ``out_dir``: its suite's ``gates:`` and the gate options it was started with (its
+    run.json's job: ``ragscore run --fail-under ...``, which a :func:`resume` is held to as ``ragscore resume`` is);
+    None without any."""
+    return GatePlan.build(_suite_gates(out_dir), list(summary.metrics),
+                          **started_gates(kept_job(recorded_run(out_dir) or {})))  # fmt: skip
 
 
 def _suite_gates(out_dir: Path) -> list[Any]:

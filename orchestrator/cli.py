@@ -295,6 +295,36 @@ RESUME_TAKES = {
 }  # fmt: skip
 
 
+FailUnderOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045
+    typer.Option(
+        "--fail-under",
+        help="Gate: METRIC=VALUE (mean >= VALUE), METRIC:ci_low=VALUE, METRIC@SYSTEM=VALUE (one system's items); "
+        "repeatable",
+    ),
+]
+BaselineOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option("--fail-on-regression", help="Gate: no metric mean below this earlier run's (its --out DIR)"),
+]
+ToleranceOpt = Annotated[
+    Optional[float],  # noqa: UP045
+    typer.Option("--regression-tolerance", help="Drop of a mean below the baseline's still allowed (default 0)"),
+]
+JunitOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option("--junit", help="Write JUnit XML: a case per gate (its counts agree with the exit code)"),
+]
+JunitItemsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--junit-items",
+        help="Add to --junit a case per item x gated metric, failed below the gate's "
+        "bar (CI reporters count these failures also when every gate holds)",
+    ),
+]
+
+
 class _RunCommand(HelpCommand):
     """``run``: DATASET and --suite are required unless --resume DIR is given."""
 
@@ -333,34 +363,11 @@ def run_cmd(
     tpd: TpdOpt = None,
     judge_threads: JudgeThreadsOpt = None,
     quiet: QuietOpt = False,
-    fail_under: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option(
-            "--fail-under",
-            help="Gate: METRIC=VALUE (mean >= VALUE), METRIC:ci_low=VALUE, METRIC@SYSTEM=VALUE (one system's items); "
-            "repeatable",
-        ),
-    ] = None,
-    baseline_dir: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--fail-on-regression", help="Gate: no metric mean below this earlier run's (its --out DIR)"),
-    ] = None,
-    tolerance: Annotated[
-        Optional[float],  # noqa: UP045
-        typer.Option("--regression-tolerance", help="Drop of a mean below the baseline's still allowed (default 0)"),
-    ] = None,
-    junit: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--junit", help="Write JUnit XML: a case per gate (its counts agree with the exit code)"),
-    ] = None,
-    junit_items: Annotated[
-        bool,
-        typer.Option(
-            "--junit-items",
-            help="Add to --junit a case per item x gated metric, failed below the gate's "
-            "bar (CI reporters count these failures also when every gate holds)",
-        ),
-    ] = False,
+    fail_under: FailUnderOpt = None,
+    baseline_dir: BaselineOpt = None,
+    tolerance: ToleranceOpt = None,
+    junit: JunitOpt = None,
+    junit_items: JunitItemsOpt = False,
     debug_on_fail: Annotated[
         bool,
         typer.Option("--debug-on-fail", help="Embedded, on a terminal: re-run the first failing point under pdb"),
@@ -406,16 +413,9 @@ def run_cmd(
 
         budget = judge_budget(max_cost=max_cost, max_tokens=max_tokens)  # raise a budget that stopped the judge
         run_id = _run_id(str(resume_dir))
-        if not (fail_under or baseline_dir or tolerance is not None):  # the gates the run was started with
-            fail_under, baseline_dir, tolerance, junit, junit_items = _recorded_gates(resume_dir, junit, junit_items)
-        _refuse_its_own_baseline(resume_dir, baseline_dir, run_id, broker)
-        if junit is not None:
-            _check_junit_path(junit)
         stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run as for the new one
-        gates = None if stored is None else GatePlan.build(
-            stored.suite.gates, stored.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
-            tolerance=tolerance, junit=junit, junit_items=junit_items,
-        )  # fmt: skip
+        gates = _resumed_gates(resume_dir, run_id, broker, stored, fail_under=fail_under, baseline_dir=baseline_dir,
+                               tolerance=tolerance, junit=junit, junit_items=junit_items)  # fmt: skip
         summary = _finish(None, None, resume_dir, broker, quiet, resume_id=run_id, judge_params=budget,
                           judge_limits=limits, stored=stored, judge_threads=judge_threads)  # fmt: skip
         _exit_on_outcome(summary, gates, resume_dir, quiet, stored.outputs() if stored is not None else [],
@@ -491,29 +491,72 @@ def _refuse_its_own_baseline(resume_dir: Path, baseline_dir: Path | None, run_id
     )
 
 
-def _recorded_gates(
-    out: Path, junit_given: Path | None, items_given: bool = False
-) -> tuple[list[str], Path | None, float | None, Path | None, bool]:
-    """The command-line gates DIR/run.json kept for the run in ``out`` (``--fail-under``, ``--fail-on-regression``,
-    ``--regression-tolerance``, ``--junit``, ``--junit-items``), said when there are some; ``junit_given`` (a resume's
-    own ``--junit``, a report's path, no gate) replaces the recorded ``--junit`` only, ``items_given`` (its
-    ``--junit-items``) adds the item cases."""
+def _resumed_gates(
+    out: Path,
+    run_id: str,
+    broker: str | None,
+    stored,
+    *,
+    fail_under: list[str] | None,
+    baseline_dir: Path | None,
+    tolerance: float | None,
+    junit: Path | None,
+    junit_items: bool,
+):
+    """The gates of run ``run_id`` resumed into ``out`` (``run --resume DIR``, ``resume``): its suite's (``stored``;
+    None: the store lacks the run, none), and the gate options given to the resume, else those it was started with
+    (:func:`_recorded_gates`); ConfigError as a new run's (:meth:`GatePlan.build`), or for the run as its own
+    baseline."""
+    from .gates import GatePlan
+
+    if not (fail_under or baseline_dir or tolerance is not None):  # the gates the run was started with
+        fail_under, baseline_dir, tolerance, junit, junit_items = _recorded_gates(
+            out, run_id, broker, junit, junit_items
+        )
+    _refuse_its_own_baseline(out, baseline_dir, run_id, broker)
+    if junit is not None:
+        _check_junit_path(junit)
+    if stored is None:
+        return None
+    return GatePlan.build(stored.suite.gates, stored.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
+                          tolerance=tolerance, junit=junit, junit_items=junit_items)  # fmt: skip
+
+
+def _started_job(out: Path, run_id: str, broker: str | None) -> dict[str, Any]:
+    """The job (the command-line gates) run ``run_id`` was started with: kept in ``out/run.json`` where that names the
+    run, else in its store (a resume into another folder); {} where neither knows it (an older ragscore's run: the
+    resume says so)."""
     from .runner import kept_job, recorded_run
 
-    gates = (kept_job(recorded_run(out) or {}) or {}).get("gates")
-    if not isinstance(gates, dict):
-        return [], None, None, junit_given, items_given
-    fail_under = [str(g) for g in gates.get("fail_under") or []]
-    baseline, junit = gates.get("fail_on_regression"), junit_given or gates.get("junit")
-    tolerance, items = gates.get("regression_tolerance"), items_given or bool(gates.get("junit_items"))
+    record = recorded_run(out) or {}
+    if record.get("run_id") == run_id:
+        return kept_job(record) or {}
+    try:
+        store, _ = run_store(broker, run_id)
+        return store.job(run_id) or {}
+    except ConfigError:
+        return {}
+
+
+def _recorded_gates(
+    out: Path, run_id: str, broker: str | None, junit_given: Path | None, items_given: bool = False
+) -> tuple[list[str], Path | None, float | None, Path | None, bool]:
+    """The command-line gates run ``run_id`` was started with (:func:`_started_job`: ``--fail-under``,
+    ``--fail-on-regression``, ``--regression-tolerance``, ``--junit``, ``--junit-items``), said when there are some;
+    ``junit_given`` (a resume's own ``--junit``, a report's path, no gate) replaces the recorded ``--junit`` only,
+    ``items_given`` (its ``--junit-items``) adds the item cases."""
+    from .gates import started_gates
+
+    kept = started_gates(_started_job(out, run_id, broker))
+    fail_under, baseline, tolerance = kept.get("fail_under", []), kept.get("baseline_dir"), kept.get("tolerance")
+    junit, items = junit_given or kept.get("junit"), items_given or kept.get("junit_items", False)
     given = [*(f"--fail-under {g}" for g in fail_under), *([f"--fail-on-regression {baseline}"] if baseline else []),
              *([f"--regression-tolerance {tolerance}"] if tolerance is not None else []),
              *([f"--junit {junit}"] if junit else []), *(["--junit-items"] if items else [])]  # fmt: skip
     if given:
         err.print(f"the resumed run is held to the gates it was started with: {' '.join(given)} (give gate options "
                   "to replace them)", soft_wrap=True)  # fmt: skip
-    return (fail_under, Path(baseline) if baseline else None, float(tolerance) if tolerance is not None else None,
-            Path(junit) if junit else None, items)  # fmt: skip
+    return fail_under, baseline, tolerance, junit, items
 
 
 def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options: dict[str, object]) -> None:
@@ -542,17 +585,32 @@ def _check_gate_systems(gates, resolved, dataset: Path, fmt: str | None, options
 def _exit_on_outcome(summary: RunSummary, gates, out: Path, quiet: bool, outputs: list[str], resume: str) -> None:
     """The end of a run, new or resumed: check its gates (None: none) on its reports in ``out`` and print them with
     what the table alone does not say; exit 1 for an incomplete run (:func:`_exit_if_incomplete`, ``resume``: the
-    command that finishes it), which comes first, else 3 when a gate failed."""
+    command that finishes it), which comes first, else 3 when a gate failed. Gate results that cannot be written
+    (:func:`_record_gates`) are said and change no exit code: the verdicts are the run's."""
     from .gates import failed, print_gates
 
-    results = gates.check(out) if gates is not None else []
+    results = gates.verdicts(out) if gates is not None else []
     if gates is not None:
+        _record_gates(gates, out, results, resume)
         print_gates(results, only_failed=quiet)
         for note in gates.notes(summary, results, outputs):
             err.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
     _exit_if_incomplete(summary, resume)
     if failed(results):
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _record_gates(gates, out: Path, results: list, resume: str) -> None:
+    """Write the gate ``results`` into ``out`` (gates.json, the reports' Gates sections, the --junit file); where that
+    fails (a full disk, a folder that may not be written), say what, where and how to write them again."""
+    try:
+        gates.record(out, results)
+    except (OSError, ConfigError) as exc:
+        why = said_os_error(exc) if isinstance(exc, OSError) else str(exc)
+        err.print(f"Error: the gate results could not be written to {out}/ (gates.json, the Gates section of report.md "
+                  f"and report.html{', the --junit file' if gates.junit is not None else ''}): {why}. The verdicts "
+                  f"below and the exit code are the run's; once {out}/ can be written, {backticked(resume)} writes "
+                  "them again", style="red", markup=False, highlight=False, soft_wrap=True)  # fmt: skip
 
 
 def _stored_suite(broker: str | None, run_id: str, limits: dict[str, int]):
@@ -728,14 +786,19 @@ def resume_cmd(
     rpd: RpdOpt = None,
     tpd: TpdOpt = None,
     judge_threads: JudgeThreadsOpt = None,
+    fail_under: FailUnderOpt = None,
+    baseline_dir: BaselineOpt = None,
+    tolerance: ToleranceOpt = None,
+    junit: JunitOpt = None,
+    junit_items: JunitItemsOpt = False,
 ) -> None:
     """Finish a run: score only what the store lacks
 
     What it lacks (missing, failed, stopped by a cancel, or by the judge's breaker or budget) is scheduled and
     followed, then the reports are written. --max-cost / --max-tokens raise the run's judge budget;
     --rpm / --tpm / --rpd / --tpd set its judge rate limits from now on; --judge-threads its embedded judge worker's
-    threads. Exits 3 when a gate of its suite does not hold."""
-    from .gates import GatePlan
+    threads. Exits 3 when a gate does not hold: its suite's, and the gate options it was started with (gate options
+    given here replace those)."""
     from .suite import judge_budget
 
     get_settings().check_visibility_timeout()  # it sends work: refused before the embedded Redis is started
@@ -744,7 +807,8 @@ def resume_cmd(
     ref, run_id = run_id, _run_id(run_id)
     out = out or (Path(ref) if run_id != ref else _resume_folder(broker, run_id))
     stored = _stored_suite(broker, run_id, limits)  # its suite's gates hold for the resumed run
-    gates = None if stored is None else GatePlan.build(stored.suite.gates, stored.outputs())
+    gates = _resumed_gates(out, run_id, broker, stored, fail_under=fail_under, baseline_dir=baseline_dir,
+                           tolerance=tolerance, junit=junit, junit_items=junit_items)  # fmt: skip
     summary = _finish(None, None, out, broker, quiet, resume_id=run_id, judge_params=budget, judge_limits=limits,
                       stored=stored, judge_threads=judge_threads)  # fmt: skip
     _exit_on_outcome(summary, gates, out, quiet, stored.outputs() if stored is not None else [],
@@ -1773,12 +1837,15 @@ def report_cmd(
     It writes report.html (html), report.md (md), items.csv (csv), summary.json,
     items.jsonl, failed_rows.jsonl and run_info.json (json; into the run's own DIR only summary.json) or
     {split}_evaluation.json (nlp-project)."""
+    from .gates import gates_of_run
     from .reports import FORMATS, open_run, write_reports
     from .reports.files import refuse_files_of_others, write_recorded
 
     data = open_run(run, lambda: _store(broker), broker)
     out_dir = out or data.directory or Path("ragscore-out")
     _refuse_another_runs_dir(out_dir, data.summary.run_id)  # its reports, beside a run.json naming it
+    if data.directory is None:  # read from the store, which keeps no gates: those of its last check in out_dir kept
+        data = dataclasses.replace(data, gates=gates_of_run(out_dir, data.summary.run_id))
     if fmt == "nlp-project":
         from .reports.nlp_project import console_summary, evaluation_json, gold_doc_ids, left_out, split_of, system_of
 

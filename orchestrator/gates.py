@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -73,6 +74,7 @@ __all__ = [
     "regression_metrics",
     "regression_note",
     "render_gates",
+    "started_gates",
     "summary_from_dir",
     "system_note",
     "thresholds_by_metric",
@@ -85,6 +87,8 @@ GateKind = Literal["mean", "ci_low", "regression"]
 RAW_SUFFIX = "_raw"
 #: A value this close under its threshold still holds (float rounding of means must not flip a build).
 FLOAT_SLACK = 1e-9
+log = logging.getLogger(__name__)
+
 #: An unscorable reason that names the judge (``the judge's reply holds no JSON score``, ``no valid rating from either
 #: judge``, ``the judge refused``), not a metric such as ``rubric_judge`` (``rubric_judge has no score (no rubric)``).
 JUDGE_REASON = re.compile(r"\bjudge\b")
@@ -121,6 +125,17 @@ class GateResult:
         if self.actual is None:
             return None
         return self.threshold - self.actual if self.lower_better else self.actual - self.threshold
+
+    @property
+    def cannot_fail(self) -> str | None:
+        """Why a regression gate holds whatever the run scores (a baseline mean of 0, or a tolerance over its mean,
+        puts its threshold below 0; over 1 where lower is better), said in its row: ``threshold below 0: cannot
+        fail``; None for a gate that can fail."""
+        if self.kind != "regression":
+            return None
+        if self.lower_better and self.threshold > 1 and not self.metric.endswith(RAW_SUFFIX):
+            return "threshold above 1: cannot fail"
+        return "threshold below 0: cannot fail" if not self.lower_better and self.threshold < 0 else None
 
     @property
     def no_value(self) -> str:
@@ -489,6 +504,7 @@ def gate_cells(r: GateResult) -> list[str]:
     """One gate's row of :data:`GATE_COLUMNS` as plain text: gate, on, threshold, actual, by (actual - threshold),
     scored, result."""
     on = r.bound if r.baseline is None else f"regression (baseline {r.baseline:.3f})"
+    on += f" ({r.cannot_fail})" if r.cannot_fail else ""
     on += " (lower is better)" if r.lower_better else ""
     d = _digits(r)
     return [r.label, on, _num(r.threshold, digits=d), _num(r.actual, digits=d), _num(r.margin, signed=True, digits=d),
@@ -575,18 +591,22 @@ def write_gate_record(out_dir: Path, run_id: str, results: Sequence[GateResult])
 
 
 def read_gate_record(out_dir: Path) -> list[GateResult] | None:
-    """The gate results ``out_dir/gates.json`` holds, or None without one; ConfigError naming the file when it is no
-    gates file."""
+    """The gate results ``out_dir/gates.json`` holds, or None without one; where it is no gates file (cut short,
+    edited), None too, warned of once, naming the file, what is wrong and how to check the gates again: the reports
+    written from ``out_dir`` go on without their Gates section."""
     path = out_dir / GATES_FILE
     if not path.is_file():
         return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         return [_from_entry(entry) for entry in record["gates"]]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         why = f"a gate has no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
-        raise ConfigError(f"{path} is not a ragscore gates file ({why}): remove it, or run the gates again with "
-                          f"`ragscore run --resume {out_dir}`") from exc  # fmt: skip
+        log.warning("%s is not a ragscore gates file (%s): the reports written from %s leave out the Gates section. "
+                    "Check the run's gates again with `ragscore resume %s` (the gates it was started with) or "
+                    "`ragscore run --resume %s --fail-under METRIC=VALUE` (others)", path, why, out_dir, out_dir,
+                    out_dir)  # fmt: skip
+        return None
 
 
 def gates_of_run(out_dir: Path, run_id: str) -> list[GateResult] | None:
@@ -617,6 +637,23 @@ def failed(results: Iterable[GateResult]) -> list[GateResult]:
 def summary_from_dir(out_dir: Path) -> RunSummary:
     """The ``summary.json`` a run wrote into ``out_dir``."""
     return RunSummary.model_validate(json.loads((out_dir / "summary.json").read_text(encoding="utf-8")))
+
+
+def started_gates(job: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The gate options a run was started with, as its job keeps them (``ragscore run``'s ``--fail-under``,
+    ``--fail-on-regression``, ``--regression-tolerance``, ``--junit``, ``--junit-items``: ``{"gates": {...}}``), as
+    :meth:`GatePlan.build`'s keyword arguments; {} where it has none (or none is known)."""
+    gates = (job or {}).get("gates")
+    if not isinstance(gates, dict):
+        return {}
+    baseline, junit, tolerance = gates.get("fail_on_regression"), gates.get("junit"), gates.get("regression_tolerance")
+    return {
+        "fail_under": [str(g) for g in gates.get("fail_under") or []],
+        "baseline_dir": Path(baseline) if baseline else None,
+        "tolerance": float(tolerance) if tolerance is not None else None,
+        "junit": Path(junit) if junit else None,
+        "junit_items": bool(gates.get("junit_items")),
+    }
 
 
 @dataclass(frozen=True)
@@ -674,12 +711,21 @@ class GatePlan:
         return [n for n in notes if n]
 
     def check(self, out_dir: Path) -> list[GateResult]:
-        """Evaluate the gates on the run written to ``out_dir``, record them there (gates.json, and a Gates section
-        in report.md and report.html, written again from the folder), and write the JUnit file when asked."""
+        """Evaluate the gates on the run written to ``out_dir`` and :meth:`record` them there."""
+        results = self.verdicts(out_dir)
+        self.record(out_dir, results)
+        return results
+
+    def verdicts(self, out_dir: Path) -> list[GateResult]:
+        """Every gate's verdict on the run written to ``out_dir`` (its summary.json); nothing written."""
+        return evaluate_gates(summary_from_dir(out_dir), self.gates, self.baseline, self.tolerance)
+
+    def record(self, out_dir: Path, results: Sequence[GateResult]) -> None:
+        """Record ``results`` in ``out_dir`` (gates.json, and a Gates section in report.md and report.html, written
+        again from the folder), and write the JUnit file when asked; OSError or ConfigError where a write fails."""
         from .reports import from_dir, write_reports
 
         summary = summary_from_dir(out_dir)
-        results = evaluate_gates(summary, self.gates, self.baseline, self.tolerance)
         if results:
             write_gate_record(out_dir, summary.run_id, results)
             write_reports(from_dir(out_dir), out_dir, formats=("md", "html"))
@@ -688,4 +734,3 @@ class GatePlan:
 
             write_junit(self.junit, out_dir / "items.jsonl", results, f"ragscore {summary.suite} {summary.run_id}",
                         run_error=incomplete(summary), items=self.junit_items)  # fmt: skip
-        return results

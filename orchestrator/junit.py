@@ -94,6 +94,8 @@ def _gate_case(result: GateResult) -> tuple[Status, str]:
     where = result.bound
     if result.baseline is not None:
         where += f" (baseline {result.baseline:.4g})"
+    if result.cannot_fail:
+        where += f" ({result.cannot_fail})"
     verdict = result.comparison
     return ("passed" if result.passed else "failure"), f"{where} {actual} {verdict} {threshold}"
 

@@ -4,6 +4,7 @@ written by ``ragscore run``, kept by ``ragscore report DIR``, replaced by a resu
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,18 +92,44 @@ def test_gate_results_are_in_gates_json_report_md_and_html_and_survive_report_an
     assert not (out / "gates.json").exists() and "## Gates" not in _md(out)
 
 
-def test_a_resume_that_checks_no_gate_leaves_no_gates_json_of_an_earlier_check(tmp_path: Path, home: Path) -> None:
-    """A resume's reports are written from the store, its gates checked afresh: ``ragscore resume DIR`` checks the
-    suite's (here none), not a ``run``'s ``--fail-under``; the gates.json and Gates section of the run's earlier
-    check, whose verdict the resume no longer says (it exits 0), must go."""
+def test_a_resume_is_held_to_the_gate_options_the_run_was_started_with_unless_given_new_ones(
+    tmp_path: Path, home: Path
+) -> None:
+    """``ragscore resume DIR`` and ``resume(DIR)`` checked the suite's gates alone: the run's ``--fail-under`` was
+    dropped (exit 0, its gates.json removed). They are held to it, as ``run --resume DIR`` is; gate options given to
+    ``ragscore resume`` replace it."""
+    from orchestrator.api import GateFailedWarning, resume
+
     out = tmp_path / "out"
     gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.99", home=home)
     assert gated.returncode == 3, gated.stderr
-    assert _gates(out)["verdict"] == "1 of 1 gate failed" and "## Gates" in _md(out)
+    record = _gates(out)
+    assert record["verdict"] == "1 of 1 gate failed" and "## Gates" in _md(out)
     resumed = ragscore("resume", out, "-q", home=home)
-    assert resumed.returncode == 0, resumed.stderr
-    assert not (out / "gates.json").exists()
-    assert "## Gates" not in _md(out) and 'id="gates"' not in _html(out)
+    assert resumed.returncode == 3, resumed.stderr
+    assert "held to the gates it was started with: --fail-under exact_match=0.99" in resumed.stderr
+    assert _gates(out)["gates"] == record["gates"] and "## Gates" in _md(out) and 'id="gates"' in _html(out)
+    with pytest.warns(GateFailedWarning, match="exact_match mean"):
+        assert [g.label for g in resume(out).gates] == ["exact_match=0.99"]
+    replaced = ragscore("resume", out, "-q", "--fail-under", "exact_match=0.1", home=home)
+    assert replaced.returncode == 0, replaced.stderr
+    assert [g["gate"] for g in _gates(out)["gates"]] == ["exact_match=0.1"]
+
+
+def test_a_gate_check_whose_results_cannot_be_written_keeps_the_run_exit_code_and_says_why(
+    tmp_path: Path, home: Path
+) -> None:
+    """Writing the gate results (gates.json, the Gates sections) after a run raised out of the check: exit 2, before
+    the gate's verdict and the run's own exit code. The write error is said, and the exit code is the run's."""
+    out = tmp_path / "out"
+    (out / "gates.json").mkdir(parents=True)  # a folder where the file goes: as a full disk, the write fails
+    held = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.0", home=home)
+    assert held.returncode == 0, held.stderr
+    assert f"the gate results could not be written to {out}/" in held.stderr, held.stderr
+    assert "gates.json" in held.stderr and f"ragscore run --resume {out}" in held.stderr, held.stderr
+    missed = ragscore("resume", out, "-q", "--fail-under", "exact_match=0.99", home=home)
+    assert missed.returncode == 3, missed.stderr
+    assert "could not be written" in missed.stderr and "1 of 1 gate failed" in missed.stderr, missed.stderr
 
 
 def test_results_of_a_gated_run_keep_its_gates_json_and_gates_section(tmp_path: Path, home: Path) -> None:
@@ -115,6 +142,42 @@ def test_results_of_a_gated_run_keep_its_gates_json_and_gates_section(tmp_path: 
     written = ragscore("results", out, "-q", home=home)
     assert written.returncode == 0, written.stderr
     assert _gates(out) == record and "## Gates" in _md(out) and 'id="gates"' in _html(out)
+
+
+def test_a_report_of_the_run_id_into_its_own_folder_keeps_its_gates_in_every_format(tmp_path: Path, home: Path) -> None:
+    """``ragscore report RUN_ID --out DIR -f json`` into the run's own folder removed its gates.json (a report read
+    from the store holds no gates), while md and html left it but wrote no Gates section."""
+    out = tmp_path / "out"
+    gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.99", home=home)
+    assert gated.returncode == 3, gated.stderr
+    record, run_id = _gates(out), _gates(out)["run_id"]
+    for fmt in ("json", "md", "html"):
+        written = ragscore("report", run_id, "--out", out, "-f", fmt, home=home)
+        assert written.returncode == 0, written.stderr
+        assert _gates(out) == record, fmt
+    assert "**1 of 1 gate failed**" in _md(out) and 'id="gates"' in _html(out)
+
+
+def test_a_corrupt_gates_json_is_warned_of_once_and_the_reports_are_written_without_it(
+    tmp_path: Path, home: Path
+) -> None:
+    """A gates.json that is no gates file (cut short) made ``ragscore report DIR`` and ``compare`` of the DIR fail."""
+    out = tmp_path / "out"
+    gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.99", home=home)
+    assert gated.returncode == 3, gated.stderr
+    (out / "gates.json").write_text('{"run_id": "x", "gates": [')
+    written = ragscore("report", out, "-f", "md", home=home)
+    assert written.returncode == 0, written.stderr
+    assert written.stderr.count("is not a ragscore gates file") == 1, written.stderr
+    assert f"{out / 'gates.json'} is not a ragscore gates file" in written.stderr.replace("\n", "")
+    assert "leave out the Gates section" in written.stderr and "## Gates" not in _md(out)
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    compared = ragscore("compare", out, other, "--out", tmp_path / "cmp", home=home)
+    assert compared.returncode == 0, compared.stderr
+    said = compared.stderr.replace("\n", "")
+    assert said.count(f"{out / 'gates.json'} is not") == 1 and said.count(f"{other / 'gates.json'} is not") == 1, said
+    assert (tmp_path / "cmp" / "compare.md").is_file()
 
 
 def test_evaluate_resume_and_assert_scores_write_their_gates_as_ragscore_run_does(tmp_path: Path, home: Path) -> None:

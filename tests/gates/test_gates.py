@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from orchestrator.gates import (
     check_gate_names,
     evaluate_gates,
     failed,
+    gate_cells,
     given_gate,
     load_baseline,
     parse_gate,
@@ -224,13 +226,32 @@ def test_gates_json_reads_back_every_kind_of_gate_result_as_written(tmp_path: Pa
     assert regression["tolerance"] == 0.05 and regression["result"] == "fail"
 
 
-def test_a_gates_json_that_is_no_gates_file_is_refused_naming_it(tmp_path: Path) -> None:
+def test_a_gates_json_that_is_no_gates_file_is_warned_of_naming_it_and_read_as_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A corrupt gates.json made every report written from its DIR fail (ConfigError): it is said once, with what is
+    wrong, that the Gates section is left out and how to check the gates again, and read as no gates."""
     assert read_gate_record(tmp_path) is None
     (tmp_path / "gates.json").write_text('{"gates": [{"metric": "mrr"}]}')
-    with pytest.raises(
-        ConfigError, match=r"gates\.json is not a ragscore gates file \(a gate has no '(actual|kind)'\)"
-    ):
-        read_gate_record(tmp_path)
+    with caplog.at_level("WARNING", logger="orchestrator"):
+        assert read_gate_record(tmp_path) is None
+    [said] = [r.getMessage() for r in caplog.records]
+    assert re.search(r"gates\.json is not a ragscore gates file \(a gate has no '(actual|kind)'\)", said), said
+    assert "leave out the Gates section" in said and f"`ragscore resume {tmp_path}`" in said
+
+
+def test_a_regression_gate_whose_threshold_no_score_can_miss_says_it_cannot_fail() -> None:
+    """A baseline mean of 0 (or a tolerance over the mean) puts a regression gate's threshold below 0: it holds
+    whatever the run scores, and its row said nothing of it."""
+    baseline = _summary({"exact_match": [0.0, 0.0], "mrr": [1.0, 0.5]}, "base")
+    current = _summary({"exact_match": [0.0, 0.0], "mrr": [1.0, 0.0]}, "cur")
+    zero, mrr = evaluate_gates(current, [], baseline, tolerance=0.1)
+    assert zero.threshold < 0 and zero.passed and zero.cannot_fail == "threshold below 0: cannot fail"
+    assert "threshold below 0: cannot fail" in gate_cells(zero)[1]
+    assert mrr.cannot_fail is None and "cannot fail" not in gate_cells(mrr)[1]
+    over = evaluate_gates(current, [], baseline, tolerance=0.9)[1]  # mrr: 0.75 - 0.9
+    assert over.cannot_fail == "threshold below 0: cannot fail"
+    assert "threshold below 0: cannot fail" in render_gates([zero, mrr])
 
 
 def _two_systems() -> RunSummary:

@@ -577,7 +577,7 @@ def test_the_suites_gates_are_checked_and_a_missed_one_is_warned_of(tmp_path: Pa
 
     rows = make_rows(8)
     suite = {"metrics": ["exact_match"], "gates": ["exact_match=0.0", "exact_match=0.999"]}
-    missed = r"1 of the suite's 2 gates did not hold: exact_match mean 0\.\d+ below 0\.999 "
+    missed = r"1 of the run's 2 gates did not hold: exact_match mean 0\.\d+ below 0\.999 "
     with pytest.warns(GateFailedWarning, match=missed):
         result = evaluate(rows, suite, out=tmp_path / "out")
     assert [g.passed for g in result.gates] == [True, False]
