@@ -28,7 +28,7 @@ from .caller import PYTHON
 from .datasets import Named
 from .datasets.parquet import json_value
 from .datasets.rows import failed_row_at
-from .gates import GatePlan, GateResult, apart, incomplete, started_gates
+from .gates import GatePlan, GateResult, apart, incomplete, parse_gate, started_gates
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
 from .reports.console import retrieved_nothing_lines, warning_lines
@@ -353,9 +353,11 @@ def _first_failed(first: dict[str, Any] | None) -> str:
 def _gate_plan(summary: RunSummary, out_dir: Path) -> GatePlan | None:
     """The gates of the run in ``out_dir``: its suite's ``gates:`` and the gate options it was started with (its
     run.json's job: ``ragscore run --fail-under ...``, which a :func:`resume` is held to as ``ragscore resume`` is);
-    None without any."""
-    return GatePlan.build(_suite_gates(out_dir), list(summary.metrics),
-                          **started_gates(kept_job(recorded_run(out_dir) or {})))  # fmt: skip
+    None without any. Their names were checked as the run started: a run that scored no item names no output, and
+    its gates fail (no scored item) rather than be refused."""
+    suite_gates, options = _suite_gates(out_dir), started_gates(kept_job(recorded_run(out_dir) or {}))
+    named = [g.metric for g in suite_gates] + [parse_gate(text).metric for text in options.get("fail_under", [])]
+    return GatePlan.build(suite_gates, [*summary.metrics, *named], **options)
 
 
 def _suite_gates(out_dir: Path) -> list[Any]:
