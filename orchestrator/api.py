@@ -28,7 +28,7 @@ from .caller import PYTHON
 from .datasets import Named
 from .datasets.parquet import json_value
 from .datasets.rows import failed_row_at
-from .gates import GatePlan, GateResult, apart, incomplete, parse_gate, started_gates
+from .gates import GatePlan, GateResult, apart, incomplete, load_baseline, parse_gate, started_gates
 from .out_claim import claim_out_dir
 from .progress import ProgressView, make_progress, note_of
 from .reports.console import retrieved_nothing_lines, warning_lines
@@ -225,9 +225,14 @@ def resume(
     only what the store lacks is scored (missing, failed, or stopped by a breaker, a budget or a cancel), and the
     reports are written again. ``max_cost`` / ``max_tokens`` raise the judge budget that stopped it; the run's
     dataset and suite are the ones it was submitted with; ``judge_threads`` as :func:`evaluate`'s. Shows progress and
-    warns as :func:`evaluate` does."""
+    warns as :func:`evaluate` does. Its gates are its suite's and the gate options it was started with (its run.json:
+    ``ragscore run --fail-under ...``), as ``ragscore resume DIR``'s; ConfigError before anything is scored where
+    their ``--fail-on-regression`` baseline is gone."""
     out_dir = Path(out)
-    summary = run(None, None, out_dir, broker=broker, resume_id=_recorded_run_id(out_dir, "resume()"),
+    run_id = _recorded_run_id(out_dir, "resume()")
+    if (baseline := _started_gate_options(out_dir).get("baseline_dir")) is not None:
+        load_baseline(baseline)  # one gone since the start is refused before anything is scored, as by the CLI
+    summary = run(None, None, out_dir, broker=broker, resume_id=run_id,
                   judge_params=judge_budget(max_cost=max_cost, max_tokens=max_tokens),
                   progress=progress or make_progress(quiet), caller=PYTHON, judge_threads=judge_threads,
                   keep_warm=True, out_kept=not _temporary(out_dir))  # fmt: skip
@@ -355,9 +360,14 @@ def _gate_plan(summary: RunSummary, out_dir: Path) -> GatePlan | None:
     run.json's job: ``ragscore run --fail-under ...``, which a :func:`resume` is held to as ``ragscore resume`` is);
     None without any. Their names were checked as the run started: a run that scored no item names no output, and
     its gates fail (no scored item) rather than be refused."""
-    suite_gates, options = _suite_gates(out_dir), started_gates(kept_job(recorded_run(out_dir) or {}))
+    suite_gates, options = _suite_gates(out_dir), _started_gate_options(out_dir)
     named = [g.metric for g in suite_gates] + [parse_gate(text).metric for text in options.get("fail_under", [])]
     return GatePlan.build(suite_gates, [*summary.metrics, *named], **options)
+
+
+def _started_gate_options(out_dir: Path) -> dict[str, Any]:
+    """The gate options the run in ``out_dir`` was started with, as its run.json keeps them (:func:`started_gates`)."""
+    return started_gates(kept_job(recorded_run(out_dir) or {}))
 
 
 def _suite_gates(out_dir: Path) -> list[Any]:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ragscore_workers.errors import ConfigError
+
 from ..support import write_jsonl
 from .helpers import DATA, SUITE, ragscore
 
@@ -114,6 +116,27 @@ def test_a_resume_is_held_to_the_gate_options_the_run_was_started_with_unless_gi
     replaced = ragscore("resume", out, "-q", "--fail-under", "exact_match=0.1", home=home)
     assert replaced.returncode == 0, replaced.stderr
     assert [g["gate"] for g in _gates(out)["gates"]] == ["exact_match=0.1"]
+
+
+def test_a_resume_whose_started_baseline_is_gone_is_refused_before_anything_is_scored(
+    tmp_path: Path, home: Path
+) -> None:
+    """``resume(DIR)`` of a run started with ``--fail-on-regression BASE`` whose BASE is gone since resumed the run
+    (its run.json written again, its items scored) and raised only after, as it built its gates: refused before, as
+    ``ragscore resume DIR`` refuses it."""
+    from orchestrator.api import resume
+
+    base, out = tmp_path / "base", tmp_path / "out"
+    assert ragscore("run", DATA, "--suite", SUITE, "--out", base, "-q", home=home).returncode == 0
+    gated = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-on-regression", base, home=home)
+    assert gated.returncode == 0, gated.stderr
+    shutil.rmtree(base)
+    recorded = (out / "run.json").read_text()
+    with pytest.raises(ConfigError, match=r"--fail-on-regression: .*summary\.json not found"):
+        resume(out, quiet=True)
+    assert (out / "run.json").read_text() == recorded  # nothing went ahead
+    said = ragscore("resume", out, "-q", home=home)
+    assert said.returncode == 2 and "summary.json not found" in said.stderr, said.stderr
 
 
 def test_a_gate_check_whose_results_cannot_be_written_keeps_the_run_exit_code_and_says_why(
