@@ -523,19 +523,21 @@ def _resumed_gates(
 
 
 def _started_job(out: Path, run_id: str, broker: str | None) -> dict[str, Any]:
-    """The job (the command-line gates) run ``run_id`` was started with: kept in ``out/run.json`` where that names the
-    run, else in its store (a resume into another folder); {} where neither knows it (an older ragscore's run: the
-    resume says so)."""
-    from .runner import kept_job, recorded_run
+    """The job (the command-line gates) run ``run_id`` was started with, looked up as its resume into ``out`` records
+    it: ``out/run.json``'s where that names the run and knows them, else the store's, else the run.json of the folder
+    the store names for it (:func:`~orchestrator.runner.started_job`); {} where none knows it (an older ragscore's
+    run: the resume says so)."""
+    from .runner import kept_job, recorded_run, started_job
 
     record = recorded_run(out) or {}
-    if record.get("run_id") == run_id:
-        return kept_job(record) or {}
+    own = record.get("run_id") == run_id
+    if own and (kept := kept_job(record)) is not None:
+        return kept
     try:
         store, _ = run_store(broker, run_id)
-        return store.job(run_id) or {}
-    except ConfigError:
+    except ConfigError:  # the resume says why it cannot find the run
         return {}
+    return started_job(store, run_id, out, own, said=False) or {}
 
 
 def _recorded_gates(

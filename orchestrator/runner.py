@@ -158,6 +158,7 @@ __all__ = [
     "refuse_an_unfinished_run_in",
     "resume",
     "run",
+    "started_job",
     "submit",
     "summarize_cancelled",
     "wait",
@@ -1646,13 +1647,14 @@ def _refuse_to_overwrite(dataset: Path, out_dir: Path, caller: Caller) -> None:
         )
 
 
-def _started_job(store: RunStore, run_id: str, out_dir: Path, own: bool) -> dict[str, Any] | None:
+def started_job(store: RunStore, run_id: str, out_dir: Path, own: bool, *, said: bool = True) -> dict[str, Any] | None:
     """The job (the CLI's gates) run ``run_id`` started with, for its resume into ``out_dir`` (``own``: its own folder,
     whose run.json records them unknown), whose run.json does not name it: the store's
     (:meth:`~ragscore_workers.store.RunStore.job`); for a run of an older ragscore, whose store kept none, the one kept
     by the run.json of the folder the store names for it (its out_dir, else its reports_dir, followed where its
-    reports moved: :func:`moved_reports`) where that names the run and knows them; else None, said in one line: its
-    gate options are unknown, recorded so in ``out_dir/run.json`` (:func:`kept_job`)."""
+    reports moved: :func:`moved_reports`) where that names the run and knows them; else None, said in one line (unless
+    not ``said``: the CLI's look before the resume, which says it itself): its gate options are unknown, recorded so
+    in ``out_dir/run.json`` (:func:`kept_job`)."""
     job = store.job(run_id)
     if job is not None:
         return job
@@ -1661,6 +1663,8 @@ def _started_job(store: RunStore, run_id: str, out_dir: Path, own: bool) -> dict
     names = record.get("run_id") == run_id
     if names and (kept := kept_job(record)) is not None:
         return kept
+    if not said:
+        return None
     unread = (f"{folder}/run.json records them as unknown" if names else f"{folder}/run.json, its own folder's, does "
               "not name it" if folder else "the store names no folder of it")  # fmt: skip
     # a resume into its own folder: that run.json is named once
@@ -1678,7 +1682,7 @@ def _started_job(store: RunStore, run_id: str, out_dir: Path, own: bool) -> dict
 
 def kept_job(record: dict[str, Any]) -> dict[str, Any] | None:
     """The job a run.json ``record`` keeps (the CLI's gates; {}: none, where it names none); None where it records
-    them unknown (``"job": null``: the resume of an older ragscore's run that found none, :func:`_started_job`)."""
+    them unknown (``"job": null``: the resume of an older ragscore's run that found none, :func:`started_job`)."""
     kept = record.get("job", {})
     return None if kept is None else kept if isinstance(kept, dict) else {}
 
@@ -1855,7 +1859,7 @@ def run(
             # DIR/run.json keeps the job for a 2nd resume too; a resume into another folder has it from the store
             recorded_job = job
             if job is None:  # a new run's: none; a resume's: the store's, else its folder's, else unknown (None)
-                recorded_job = {} if resume_id is None else _started_job(store, resume_id, out_dir, not takes_over)
+                recorded_job = {} if resume_id is None else started_job(store, resume_id, out_dir, not takes_over)
             moved = move_to_previous(out_dir, caller.option("out")) if takes_over else None
             if moved is not None:  # once the run goes ahead
                 earlier = replaced or lost  # None: reports no summary names (`ragscore report`'s)
@@ -1944,7 +1948,7 @@ def run(
         # the run goes ahead; read under the claim, as no other run moves them or writes its own there meanwhile
         takes_over = resume_id is None or run_named(out_dir) != resume_id
         if not takes_over and job is None:  # the job as it started (its gates), DIR/run.json keeps ({}: it has none)
-            job = kept_job(recorded_run(out_dir) or {})  # None: unknown, said again (_started_job)
+            job = kept_job(recorded_run(out_dir) or {})  # None: unknown, said again (started_job)
         if takes_over:  # a resume into another run's DIR is refused, or moves its reports, as a new run there
             record = recorded_run(out_dir) or {}
             lost = record.get("run_id") if record.get("lost") else None

@@ -197,6 +197,7 @@ def test_the_resume_into_another_folder_of_an_older_ragscores_run_takes_its_gate
     client.hdel(f"ragscore:run:{run_id}:meta", "job")  # as an older ragscore left it
     resumed = _cli("resume", run_id, "--out", str(tmp_path / "other"), "--broker", cluster)
     assert resumed.returncode == 0 and "unknown" not in resumed.stderr, resumed.stderr
+    assert "held to the gates it was started with: --fail-under exact_match=0.0" in " ".join(resumed.stderr.split())
     assert json.loads((tmp_path / "other" / "run.json").read_text())["job"] == job
     client.hdel(f"ragscore:run:{run_id}:meta", "job", "out_dir", "reports_dir")  # nor a folder of it known
     resumed = _cli("resume", run_id, "--out", str(tmp_path / "third"), "--broker", cluster)
