@@ -27,6 +27,7 @@ from itertools import islice
 from typing import Any
 
 from ragscore_workers.counts import and_more, counted, listed, noun
+from ragscore_workers.planning import ShardStarts
 from ragscore_workers.schemas import split_key
 
 #: A row's item keys (one per target, or its one key).
@@ -48,13 +49,13 @@ Place = str | Callable[[], str]
 
 class RunRows:
     """The run's rows (each its item keys, ``per_row`` of them) by their place in the run, read a shard at a time
-    (``item_keys(shard)``; every shard but the last holds ``shard_rows`` rows), the last few shards kept; where each
+    (``item_keys(shard)``; ``cut``: where each shard starts), the last few shards kept; where each
     row is (:meth:`place`) read once, when first asked."""
 
     def __init__(
-        self, item_keys: Callable[[int], list[str]], shard_rows: int, n_shards: int | None, per_row: int
+        self, item_keys: Callable[[int], list[str]], cut: ShardStarts, n_shards: int | None, per_row: int
     ) -> None:
-        self.item_keys, self.shard_rows, self.n_shards, self.per_row = item_keys, shard_rows, n_shards, per_row
+        self.item_keys, self.cut, self.n_shards, self.per_row = item_keys, cut, n_shards, per_row
         self.rows = lru_cache(maxsize=4)(self._rows)
         self._places: dict[Keys, int] | None = None
 
@@ -65,8 +66,9 @@ class RunRows:
 
     def row(self, at: int) -> Keys | None:
         """The run's row ``at``; None past its end."""
-        rows = self.rows(at // self.shard_rows)
-        return rows[at % self.shard_rows] if at % self.shard_rows < len(rows) else None
+        shard = self.cut.shard_of(at)
+        rows, i = self.rows(shard), at - self.cut.start(shard)
+        return rows[i] if i < len(rows) else None
 
     def place(self, row: Keys) -> int | None:
         """Where ``row`` is in the run; None where the run has no such row."""
@@ -74,7 +76,7 @@ class RunRows:
             self._places = {}
             shard = 0
             while (self.n_shards is None or shard < self.n_shards) and (rows := self._rows(shard)):
-                self._places.update((keys, shard * self.shard_rows + i) for i, keys in enumerate(rows))
+                self._places.update((keys, self.cut.start(shard) + i) for i, keys in enumerate(rows))
                 shard += 1
         return self._places.get(row)
 
@@ -91,7 +93,7 @@ class RunRows:
             shards = 0
             while self._rows(shards):
                 shards += 1
-        return (shards - 1) * self.shard_rows + len(self.rows(shards - 1)) if shards else 0
+        return self.cut.start(shards - 1) + len(self.rows(shards - 1)) if shards else 0
 
 
 class Changes:
@@ -195,7 +197,7 @@ class RowsCompared:
     def read(self, shard: int, lines: list[int], rows: list[Any], mine: list[Keys]) -> None:
         """Compare the dataset's shard ``shard``: its ``rows`` (their item keys ``mine``), read from ``lines``."""
         self.shard, self.line = shard, lines[-1]
-        if self.at == shard * self.run.shard_rows and mine == self.run.rows(shard):  # the run's shard, in its place
+        if self.at == self.run.cut.start(shard) and mine == self.run.rows(shard):  # the run's shard, in its place
             for at, line, row in zip(range(self.at, self.at + len(rows)), lines, rows, strict=True):
                 self._take(at, line, row)
         else:
@@ -208,7 +210,7 @@ class RowsCompared:
 
                 self._row(keys, lines[j], rows[j], coming, after)
         self._found_inserted()
-        self._settle(self.at // self.run.shard_rows)
+        self._settle(self.run.cut.shard_of(self.at))
 
     def end(self) -> Changes:
         """The changes found, the rows missing at the dataset's end with them (those read earlier told moved)."""
@@ -361,7 +363,7 @@ class RowsCompared:
     def _take(self, at: int, line: int, row: Any) -> None:
         """The row read from ``line`` is the run's row ``at``."""
         self.at = at + 1
-        self.read_by_shard.setdefault(at // self.run.shard_rows, []).append((self.shard, line, row))
+        self.read_by_shard.setdefault(self.run.cut.shard_of(at), []).append((self.shard, line, row))
 
     def _settle(self, before: int | None) -> None:
         """Check the content of each run shard before ``before`` (every one where None) whose rows were all read."""

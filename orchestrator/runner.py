@@ -45,6 +45,7 @@ from ragscore_workers.planning import (
     DEFAULT_SHARD_ROWS,
     TARGET_SHARD_ROWS,
     Shard,
+    ShardStarts,
     plan_shard,
     plan_target_shard,
     shards,
@@ -232,8 +233,8 @@ def submit(
 
     Each row is read and validated once: its shard is planned as it is read and kept in a :class:`ShardSpool` (on
     disk, compressed) until the whole dataset passed; a dataset that changes while it is read is refused. A shard holds
-    ``shard_rows`` rows, or fewer where the first ``shard_rows`` rows' messages are past ``shard_bytes``, or their
-    whole JSON past ``SHARD_HELD_FACTOR`` times that (the run records how many: a resume cuts the dataset alike).
+    ``shard_rows`` rows, or fewer where its own rows' messages reach ``shard_bytes``, or their whole JSON
+    ``SHARD_HELD_FACTOR`` times that (the run records where each shard starts: a resume cuts the dataset alike).
 
     ``on_validated(queues)`` runs once validation passed, before the first task is sent, with the queues
     the rows need (the embedded mode starts those workers there, so they boot while rows are submitted).
@@ -299,7 +300,7 @@ def submit(
             for warning in [*scan.warnings(resolved.filled_fields(), caller, asked=bool(resolved.targets)), *suited]:
                 caller.warn(f"{named.name}: {warning}")
             spool.finish()  # its last shard planned and written: a full TMPDIR refuses the run before it exists
-            shard_rows = spool.shard_rows  # fewer where the rows are big
+            cut = spool.cut  # shards of fewer rows where the rows are big
         except BaseException:  # refused (or interrupted) before the run exists: no unreadable rows kept under its id
             store.drop_failed_rows(run_id)
             raise
@@ -322,7 +323,8 @@ def submit(
                 "failed_rows": scan.failed,
                 "queues": json.dumps(queues),
                 "submitted_at": started,
-                "shard_rows": shard_rows,
+                "shard_rows": cut.shard_rows,
+                "shard_starts": json.dumps(cut.starts, separators=(",", ":")),
                 "generation": 0,
                 "job": "{}",  # no gate options, until run() notes its own: no job is an older ragscore's run
                 **({"dataset_fingerprint": fingerprint} if fingerprint else {}),
@@ -340,9 +342,9 @@ def submit(
                     _send_shard(store, run_id, index, shard)
                     n_tasks += shard.tasks
                     n_shards += 1
-                    ticker.count(lambda n: ticker.sent(min(n * shard_rows, scan.rows), scan.rows))
+                    ticker.count(lambda n: ticker.sent(min(cut.start(n), scan.rows), scan.rows))
         except KeyboardInterrupt:  # said once the run is cancelled, before the resume command its caller says
-            ticker.say(_interrupted_sending(min(n_shards * shard_rows, scan.rows), scan.rows))
+            ticker.say(_interrupted_sending(min(cut.start(n_shards), scan.rows), scan.rows))
             raise
     store.set_meta(run_id, n_shards=n_shards, state=RunState.RUNNING, submit_s=round(time.time() - started, 3))
     # The shards may all have finished while we were still submitting: then nobody has claimed the finalize.
@@ -557,8 +559,8 @@ def resume(
     fmt_options = json.loads(meta.get("format_options") or "{}")
     if not dataset.exists():
         raise DatasetError(f"Run {run_id}: its dataset {dataset} is gone; it cannot be resumed")
-    stored_shard_rows = int(meta.get("shard_rows", shard_rows))
-    shard_items = stored_shard_rows * max(1, len(resolved.targets))  # a target run's: every row for every target
+    cut = recorded_cut(meta, shard_rows)
+    shard_items = cut.times(max(1, len(resolved.targets)))  # a target run's: every row for every target
     restore = _items_to_restore(store, run_id, meta, restore_from, shard_items, ticker)
     answers_from = None  # a target run's answers.jsonl, where its answers left the store with its items
     if restore is not None and resolved.targets:
@@ -577,7 +579,7 @@ def resume(
         # this ragscore checked the rows whole), taken before the check reads them: an edit meanwhile is not vouched for
         vouched = reader is not None and _every_shard_digested(meta)
         ours = dataset_fingerprint(dataset, fmt, fmt_options) if vouched else None
-        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, stored_shard_rows, resolved, ticker,
+        _check_unchanged(store, run_id, meta, dataset, fmt, fmt_options, reader, cut, resolved, ticker,
                          restore)  # fmt: skip
         if ours is not None:
             store.set_meta(run_id, dataset_fingerprint=ours)
@@ -592,7 +594,7 @@ def resume(
         items = iter_items_file(restore.file)
         if meta.get("state") == RunState.CANCELLED:  # what its cancel skipped is stopped there, absent in the store
             items = without_skipped(items)
-        store.restore_items(run_id, _ticked(items, ticker), shard_items)
+        store.restore_items(run_id, _ticked(items, ticker), shard_items.size)
         if answers_from is not None:
             store.restore_answers(run_id, _answers_by_shard(answers_from, restore.keys, run_id))
     elif not recovery:
@@ -615,10 +617,10 @@ def resume(
             on_validated(queues_left(store, run_id, resolved, json.loads(meta.get("queues", "[]"))))
         all_outputs = [o for outs in resolved.scoring_outputs().values() for o in outs]
         if reader is not None and not resolved.targets and not cut_off and not int(meta.get("failed_rows", 0) or 0):
-            stream = _shards_to_redo(store, run_id, dataset, fmt, fmt_options, stored_shard_rows, all_outputs)
+            stream = _shards_to_redo(store, run_id, dataset, fmt, fmt_options, cut, all_outputs)
         else:
             valid = (row for _, row in iter_rows(dataset, fmt, fmt_options) if isinstance(row, Row))
-            stream = ((rows, None, None) for rows in shards(valid, stored_shard_rows))
+            stream = ((rows, None, None) for rows in shards(valid, cut))
         n_tasks = n_shards = items = 0
         store.reset_redo(run_id)
         if not recovery:
@@ -628,7 +630,7 @@ def resume(
         for index, (rows, complete, looked_up) in enumerate(stream):
 
             def looking_up(n: int, sent: int = n_tasks) -> str:
-                return (f"{counted_of(min(n * stored_shard_rows, total), total, 'row')} looked up; "
+                return (f"{counted_of(min(cut.start(n), total), total, 'row')} looked up; "
                         f"{counted(sent, 'task')} sent for what they lack")  # fmt: skip
 
             ticker.count(looking_up)
@@ -684,18 +686,18 @@ def _ticked(items: Iterator[RawItem], ticker: _Ticker) -> Iterator[RawItem]:
 
 
 def _shards_to_redo(
-    store: RunStore, run_id: str, dataset: Path, fmt: str | None, fmt_options: dict[str, Any], shard_rows: int,
+    store: RunStore, run_id: str, dataset: Path, fmt: str | None, fmt_options: dict[str, Any], cut: ShardStarts,
     outputs: list[str],
 ) -> Iterator[tuple[list[Row], None, RedoLookup] | tuple[list[Row], int, None]]:  # fmt: skip
     """A resume of the very bytes that were submitted, which had no unreadable row: record i is row i, so shard s
-    is records [s * shard_rows, (s + 1) * shard_rows). Yields ``(rows, None, what each item lacks)`` for a shard
+    is records [cut.start(s), cut.start(s + 1)). Yields ``(rows, None, what each item lacks)`` for a shard
     that lacks something and ``([], its number of items, None)`` for one whose every output is stored: those
     records are parsed, never validated (most of a half-done run's rows). A record that does not validate now
     means the rows are not the ones submitted after all: DatasetError, as a changed dataset."""
     max_chars = get_settings().max_field_chars
     records = iter_records(dataset, fmt, fmt_options)
     for index in itertools.count():
-        chunk = list(itertools.islice(records, shard_rows))
+        chunk = list(itertools.islice(records, cut.size(index)))
         if not chunk:
             return
         stored = store.shard_keys(run_id, index)
@@ -729,7 +731,7 @@ def _stored_redo(rows: list[Row], lookup: RedoLookup, resolved: ResolvedSuite) -
 
 def _check_unchanged(
     store: RunStore, run_id: str, meta: dict[str, str], dataset: Path, fmt: str | None, fmt_options: dict[str, Any],
-    reader: int | None, shard_rows: int, resolved: ResolvedSuite, ticker: _Ticker | None = None,
+    reader: int | None, cut: ShardStarts, resolved: ResolvedSuite, ticker: _Ticker | None = None,
     restore: _Restore | None = None,
 ) -> None:  # fmt: skip
     """DatasetError when the dataset's rows are not the ones submitted (ids, their order and count, or, for
@@ -744,7 +746,7 @@ def _check_unchanged(
             return store.shard_keys(run_id, index)
         return restore.keys[index] if index < len(restore.keys) else []
 
-    unlike = _unlike_submitted(meta, dataset, iter_rows(dataset, fmt, fmt_options), shard_rows, resolved, ticker,
+    unlike = _unlike_submitted(meta, dataset, iter_rows(dataset, fmt, fmt_options), cut, resolved, ticker,
                                item_keys)  # fmt: skip
     if unlike is None:
         return
@@ -759,6 +761,13 @@ def _check_unchanged(
     )
 
 
+def recorded_cut(meta: dict[str, str], shard_rows: int = DEFAULT_SHARD_ROWS) -> ShardStarts:
+    """How run ``meta``'s shards cut its rows: where each starts, as recorded; a run stored without them (an older
+    ragscore's) cut every shard at its ``shard_rows`` (``shard_rows`` where it recorded none)."""
+    starts = json.loads(meta.get("shard_starts") or "[]")
+    return ShardStarts(int(meta.get("shard_rows", shard_rows)), tuple(int(start) for start in starts))
+
+
 def _every_shard_digested(meta: dict[str, str]) -> bool:
     """Whether the run recorded the digest of each of its shards (its rows' content, not only their ids): a check
     that found them alike vouches for every row."""
@@ -767,7 +776,7 @@ def _every_shard_digested(meta: dict[str, str]) -> bool:
 
 
 def _unlike_submitted(
-    meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Row | RowError]], shard_rows: int,
+    meta: dict[str, str], dataset: Path, read: Iterator[tuple[int, Row | RowError]], cut: ShardStarts,
     resolved: ResolvedSuite, ticker: _Ticker | None, item_keys: Callable[[int], list[str]],
 ) -> tuple[str, bool] | None:  # fmt: skip
     """How the rows ``read`` differ from the run's submitted ones (``item_keys(shard)``: its keys): each changed
@@ -780,14 +789,14 @@ def _unlike_submitted(
         return (recorded := meta.get(f"digest:{index}")) is not None and recorded != shard_digest(rows)
 
     valid = ((line, row) for line, row in read if isinstance(row, Row))
-    for index, read_rows in enumerate(shards(valid, shard_rows)):
+    for index, read_rows in enumerate(shards(valid, cut)):
         if ticker is not None:
-            ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(n * shard_rows, 'row')} so far")
+            ticker.count(lambda n: f"checking {dataset.name} is unchanged: {counted(cut.start(n), 'row')} so far")
         lines, rows = [line for line, _ in read_rows], [row for _, row in read_rows]
         keys = target_keys(rows, resolved.targets) if resolved.targets else [r.key for r in rows]
         per_row = len(keys) // len(rows)
         if compare is None:
-            compare = RowsCompared(RunRows(item_keys, shard_rows, n_shards, per_row), edited)
+            compare = RowsCompared(RunRows(item_keys, cut, n_shards, per_row), edited)
         compare.read(index, lines, rows, [tuple(keys[i : i + per_row]) for i in range(0, len(keys), per_row)])
     if compare is None:  # no row: the run's are missing where it has any (a cut-off submission's: those it sent)
         return ("it has a different number of rows", False) if n_shards or item_keys(0) else None
@@ -1325,11 +1334,12 @@ class _Restore:
 
 
 def _items_to_restore(
-    store: RunStore, run_id: str, meta: dict[str, str], items_file: Path | None, shard_items: int, ticker: _Ticker
-) -> _Restore | None:
+    store: RunStore, run_id: str, meta: dict[str, str], items_file: Path | None, shard_items: ShardStarts,
+    ticker: _Ticker,
+) -> _Restore | None:  # fmt: skip
     """The items of run ``run_id`` that left the store (:meth:`RunStore.release_items`), their keys shard by shard
-    (``shard_items`` each), where its resume takes them back from ``items_file`` (its reports' items.jsonl); None where
-    the store keeps them. The file is read whole and nothing is written: one line per item of the run, its
+    (as ``shard_items`` cuts them), where its resume takes them back from ``items_file`` (its reports' items.jsonl);
+    None where the store keeps them. The file is read whole and nothing is written: one line per item of the run, its
     keys the run's own in their order (the digest the release recorded) and each output a metric result, else
     ConfigError naming it; the store's (:meth:`RunStore.check_items_kept`) where the release recorded no digest (a run
     with nothing left to score)."""
@@ -1345,7 +1355,7 @@ def _items_to_restore(
     try:
         for raw in iter_items_file(items_file):
             stored_fields(raw)  # checked, not kept
-            if not keys or len(keys[-1]) == shard_items:
+            if not keys or len(keys[-1]) == shard_items.size(len(keys) - 1):
                 keys.append([])
             keys[-1].append(raw.key)
             ticker.count(lambda n: f"{counted_of(n, items, 'item')} read back from {items_file.name}")

@@ -4,7 +4,8 @@
 row refuse the run with nothing sent). It used to read and validate the whole dataset a second time to send it; the
 spool keeps each shard as it will be sent instead (its item keys, work units, digest and chord, as JSON, compressed),
 so each row is read and validated once. Memory: one shard's rows, as before (fewer of them where their messages are
-big, ``shard_bytes``, or they are: ``SHARD_HELD_FACTOR``); disk: the shards' messages, compressed
+big, ``shard_bytes``, or they are: ``SHARD_HELD_FACTOR``: each shard is cut by its own rows' bytes, and where each
+starts is recorded, :attr:`ShardSpool.starts`); disk: the shards' messages, compressed
 (an unnamed temporary file, gone when the spool closes or the process dies).
 """
 
@@ -25,7 +26,7 @@ from celery.canvas import Signature
 from pydantic_core import PydanticSerializationError
 
 from ragscore_workers.app import app
-from ragscore_workers.planning import DEFAULT_SHARD_BYTES, SHARD_HELD_FACTOR, Shard
+from ragscore_workers.planning import DEFAULT_SHARD_BYTES, SHARD_HELD_FACTOR, Shard, ShardStarts
 from ragscore_workers.schemas import Row
 
 __all__ = ["PlannedShard", "ShardSpool"]
@@ -56,7 +57,7 @@ class ShardSpool:
     ``plan(index, rows)`` plans shard ``index`` of ``rows``; ``digest(rows)`` is what a resume checks them by;
     ``row_bytes(row)``: about how many bytes of task messages ``row`` is sent in (its whole JSON where not given:
     :meth:`~ragscore_workers.planning.ResolvedSuite.message_bytes` for the messages a run plans). The rows are held
-    whole while their shard is planned: the first shard is cut too once its rows' whole JSON reaches
+    whole while their shard is planned: a shard is cut too once its rows' whole JSON reaches
     :data:`~ragscore_workers.planning.SHARD_HELD_FACTOR` times ``shard_bytes``.
     """
 
@@ -71,11 +72,13 @@ class ShardSpool:
     ) -> None:
         self._plan, self._digest, self._shard_bytes = plan, digest, shard_bytes
         self._row_bytes = row_bytes
-        #: Rows a shard holds (the last may hold fewer): ``shard_rows``, or fewer where the first shard's rows reached
-        #: ``shard_bytes`` of messages (or ``SHARD_HELD_FACTOR`` times that of whole rows) before it; fixed once the
-        #: first shard is cut (a resume cuts the dataset by it).
+        #: Rows a shard holds at most; fewer where its own rows reach ``shard_bytes`` of messages (or
+        #: ``SHARD_HELD_FACTOR`` times that of whole rows) before.
         self.shard_rows = shard_rows
         self._bytes = self._held = 0
+        #: Where each shard written starts (its first row's place): a resume cuts the dataset by them.
+        self.starts: list[int] = []
+        self._next_start = 0
         self._directory = str(directory) if directory is not None else tempfile.gettempdir()
         with self._said():
             self._file: IO[bytes] = tempfile.TemporaryFile(prefix="ragscore-spool-", dir=self._directory)
@@ -84,20 +87,22 @@ class ShardSpool:
         self.shards = 0
 
     def add(self, row: Row) -> None:
-        """One more valid row; a shard is planned and written once it holds ``shard_rows``, or, the first, once its
-        rows' task messages reach ``shard_bytes`` (``row_bytes``), or their whole JSON ``SHARD_HELD_FACTOR`` times
-        that (the rows held while it is planned): its row count is then every shard's (:attr:`shard_rows`). Only the
-        first shard's rows set it (a resume, and the look-ups by row place, need every shard but the last alike): rows
-        bigger later than first still make shards past ``shard_bytes``."""
+        """One more valid row; a shard is planned and written once it holds ``shard_rows``, or once its rows' task
+        messages reach ``shard_bytes`` (``row_bytes``), or their whole JSON ``SHARD_HELD_FACTOR`` times that (the rows
+        held while it is planned): each shard by its own rows, so rows bigger later than first make shards of fewer
+        rows, not shards past ``shard_bytes`` (:attr:`starts` records where each begins)."""
         self._rows.append(row)
-        if self.shards == 0:
-            held = _json_size(row)
-            self._held += held
-            self._bytes += held if self._row_bytes is None else self._row_bytes(row)
-            if self._bytes >= self._shard_bytes or self._held >= SHARD_HELD_FACTOR * self._shard_bytes:
-                self.shard_rows = len(self._rows)
-        if len(self._rows) >= self.shard_rows:
+        held = _json_size(row)
+        self._held += held
+        self._bytes += held if self._row_bytes is None else self._row_bytes(row)
+        full = self._bytes >= self._shard_bytes or self._held >= SHARD_HELD_FACTOR * self._shard_bytes
+        if full or len(self._rows) >= self.shard_rows:
             self._write()
+
+    @property
+    def cut(self) -> ShardStarts:
+        """How the shards written cut the rows (what the run records, and its resume cuts the dataset by)."""
+        return ShardStarts(self.shard_rows, tuple(self.starts))
 
     def finish(self) -> None:
         """Plan the last shard (it may hold fewer rows) and complete the file; no row may be added after. A full disk
@@ -125,7 +130,9 @@ class ShardSpool:
         record = {field.name: getattr(planned, field.name) for field in fields(planned)}
         with self._said():
             self._writer.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
-        self._rows = []
+        self.starts.append(self._next_start)
+        self._next_start += len(self._rows)
+        self._rows, self._bytes, self._held = [], 0, 0
         self.shards += 1
 
     @contextmanager

@@ -13,6 +13,7 @@ with this module, so it lives with the workers.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "TARGET_SHARD_ROWS",
     "ResolvedSuite",
     "Shard",
+    "ShardStarts",
     "answered_row",
     "plan_shard",
     "plan_target_shard",
@@ -458,14 +460,52 @@ class Shard:
         return [queue for queue in self.units if queue != Queue.DERIVED.value]
 
 
-def shards(rows: Iterable[T], shard_rows: int = DEFAULT_SHARD_ROWS) -> Iterator[list[T]]:
-    """Cut a row stream (rows, or anything read with them) into lists of at most ``shard_rows``."""
+@dataclass(frozen=True)
+class ShardStarts:
+    """Where each of a run's shards starts: its first row's place among the run's valid rows. A shard is cut by its own
+    rows' bytes (:class:`~orchestrator.spool.ShardSpool`), so shards hold different numbers of rows and the run records
+    each start (``starts``); a run stored without them (an older ragscore's) cut every shard but the last at
+    ``shard_rows``. Shards past the recorded starts (rows added since) hold ``shard_rows`` each, as before."""
+
+    #: Rows a shard holds at most, and every shard of a run that recorded no starts (but its last).
+    shard_rows: int
+    #: Where each recorded shard starts (the first at 0), in order; empty: a run stored the old way.
+    starts: tuple[int, ...] = ()
+
+    def start(self, shard: int) -> int:
+        """The place of shard ``shard``'s first row."""
+        if shard < len(self.starts):
+            return self.starts[shard]
+        last = max(len(self.starts) - 1, 0)  # shards past the recorded ones follow the last at shard_rows each
+        return (self.starts[last] if self.starts else 0) + (shard - last) * self.shard_rows
+
+    def size(self, shard: int) -> int:
+        """Rows shard ``shard`` holds (at most: the last one may hold fewer)."""
+        return self.start(shard + 1) - self.start(shard)
+
+    def times(self, n: int) -> ShardStarts:
+        """The same shards, each of its rows counted ``n`` times (a target run's items: every row for every target)."""
+        return ShardStarts(self.shard_rows * n, tuple(start * n for start in self.starts))
+
+    def shard_of(self, at: int) -> int:
+        """The shard that holds the row at place ``at``."""
+        if self.starts and at < self.starts[-1]:
+            return bisect.bisect_right(self.starts, at) - 1
+        last = max(len(self.starts) - 1, 0)
+        return last + (at - self.start(last)) // self.shard_rows
+
+
+def shards(rows: Iterable[T], shard_rows: int | ShardStarts = DEFAULT_SHARD_ROWS) -> Iterator[list[T]]:
+    """Cut a row stream (rows, or anything read with them) into lists of at most ``shard_rows``, or as a run's
+    recorded :class:`ShardStarts` cut it."""
+    cut = shard_rows if isinstance(shard_rows, ShardStarts) else ShardStarts(shard_rows)
     batch: list[T] = []
+    index = 0
     for row in rows:
         batch.append(row)
-        if len(batch) >= shard_rows:
+        if len(batch) >= cut.size(index):
             yield batch
-            batch = []
+            batch, index = [], index + 1
     if batch:
         yield batch
 

@@ -65,7 +65,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypedDict, cast
 from urllib.parse import urlsplit
@@ -1214,14 +1214,17 @@ class RunStore:
         self._expire_shards(pipe, run_id, ttl)
         pipe.execute()
 
-    def restore_items(self, run_id: str, items: Iterable[RawItem], shard_items: int) -> None:
+    def restore_items(self, run_id: str, items: Iterable[RawItem], shard_items: Callable[[int], int]) -> None:
         """Write back, with the live TTL, the items of a released run (:meth:`release_items`) that left the store, from
         its reports (``items`` in input order, as ``items.jsonl`` holds them: :func:`stored_fields`), and its shards'
-        id lists (``shard_items`` items each, as submitted: a target run's, every row of a shard for every target); its
-        counters, kept, count these very items. Each shard is one transaction (an item left over from the release is
-        replaced whole)."""
+        id lists (``shard_items(shard)`` items each, as submitted: a target run's, every row of a shard for every
+        target); its counters, kept, count these very items. Each shard is one transaction (an item left over from the
+        release is replaced whole)."""
         stream = iter(items)
-        for shard, batch in enumerate(iter(lambda: list(itertools.islice(stream, shard_items)), [])):
+        for shard in itertools.count():
+            batch = list(itertools.islice(stream, shard_items(shard)))
+            if not batch:
+                return
             pipe = self.r.pipeline(transaction=True)
             for raw in batch:
                 name = self.key(run_id, f"item:{raw.key}")

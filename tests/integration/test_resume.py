@@ -17,9 +17,10 @@ from rich.console import Console
 from orchestrator.datasets import READER_VERSION
 from orchestrator.reports.console import print_summary
 from orchestrator.reports.markdown import render_markdown
-from orchestrator.runner import Submitted, cancel, connect, resume, run, submit, wait
+from orchestrator.runner import Submitted, cancel, connect, recorded_cut, resume, run, submit, wait
 from orchestrator.suite import load_suite
 from ragscore_workers.errors import ConfigError, DatasetError
+from ragscore_workers.planning import ShardStarts
 from ragscore_workers.schemas import MetricResult, RunSummary
 from ragscore_workers.store import RunState, RunStore
 
@@ -864,10 +865,10 @@ def test_the_check_of_a_rewritten_dataset_counts_its_rows_in_words(
     assert wait(store, sub.run_id, timeout_s=60).state == RunState.FINISHED
 
 
-def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None) -> tuple[int, Submitted]:
+def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None) -> tuple[ShardStarts, Submitted]:
     """60 rows of a 400,000-character answer (24 MB of cpu messages: past DEFAULT_SHARD_BYTES) submitted (with
-    ``shard_bytes`` where given), cancelled before a worker scored any, then resumed until every item is scored: the
-    shard_rows the run recorded, and what its resume sent."""
+    ``shard_bytes`` where given), cancelled before a worker scored any, then resumed until every item is scored: how
+    the run recorded its shards cut the rows, and what its resume sent."""
     from ragscore_workers.planning import DEFAULT_SHARD_BYTES
 
     rows = [r | {"answer": "x" * 400_000} for r in make_rows(60, seed=seed)]
@@ -878,8 +879,8 @@ def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None)
         store = connect(server.url)
         options = {} if shard_bytes is None else {"shard_bytes": shard_bytes}
         sub = submit(write_jsonl(tmp_path / "d.jsonl", rows), load_suite(SUITE), store, **options)
-        shard_rows = int(store.meta(sub.run_id)["shard_rows"])
-        assert sub.shards == -(-60 // shard_rows), (shard_rows, sub.shards)
+        cut = recorded_cut(store.meta(sub.run_id))
+        assert sub.shards == len(cut.starts), (cut, sub.shards)
         cancel(store, sub.run_id)  # nothing scored: the resume sends every shard again, cut as recorded
         assert wait(store, sub.run_id, timeout_s=60).state == RunState.CANCELLED
         worker.start()
@@ -887,7 +888,7 @@ def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None)
         final = wait(store, sub.run_id, timeout_s=180)
         assert final.state == RunState.FINISHED and final.items == 60
         assert store.progress(sub.run_id)["done"] == 60 * 4
-        return shard_rows, resumed
+        return cut, resumed
     finally:
         worker.stop()
         server.stop()
@@ -896,8 +897,8 @@ def _big_rows_resumed(tmp_path: Path, seed: int, shard_bytes: int | None = None)
 def test_a_run_of_big_rows_is_sent_in_shards_of_fewer_rows_and_resumes(tmp_path: Path) -> None:
     """Rows past DEFAULT_SHARD_BYTES a shard are cut into shards of fewer rows than shard_rows, which the run records:
     a resume cuts the dataset by it, finds it unchanged and scores the rest."""
-    shard_rows, resumed = _big_rows_resumed(tmp_path, seed=3)
-    assert shard_rows < 60 and resumed.shards == -(-60 // shard_rows) and resumed.tasks > 0, (shard_rows, resumed)
+    cut, resumed = _big_rows_resumed(tmp_path, seed=3)
+    assert cut.size(0) < 60 and resumed.shards == len(cut.starts) > 1 and resumed.tasks > 0, (cut, resumed)
 
 
 def test_a_run_of_big_rows_stored_by_an_older_ragscore_resumes_in_its_shards_of_10000_rows(tmp_path: Path) -> None:
@@ -907,8 +908,9 @@ def test_a_run_of_big_rows_stored_by_an_older_ragscore_resumes_in_its_shards_of_
     changed dataset): it finds it unchanged and scores the rest."""
     from ragscore_workers.planning import DEFAULT_SHARD_ROWS
 
-    shard_rows, resumed = _big_rows_resumed(tmp_path, seed=4, shard_bytes=2**62)
-    assert (shard_rows, resumed.shards, resumed.items) == (DEFAULT_SHARD_ROWS, 1, 60) and resumed.tasks > 0, resumed
+    cut, resumed = _big_rows_resumed(tmp_path, seed=4, shard_bytes=2**62)
+    assert (cut, resumed.shards, resumed.items) == (ShardStarts(DEFAULT_SHARD_ROWS, (0,)), 1, 60), resumed
+    assert resumed.tasks > 0, resumed
 
 
 def test_a_stalled_run_whose_stored_suite_is_now_refused_says_what_to_do_when_wait_re_submits_it(

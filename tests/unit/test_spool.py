@@ -78,10 +78,10 @@ def test_the_spool_gives_back_each_shard_as_planned_in_order() -> None:
         assert json.dumps(planned.signature, sort_keys=True) == json.dumps(direct.signature, sort_keys=True)
 
 
-def test_big_rows_are_cut_into_shards_of_fewer_rows_all_alike() -> None:
-    """The orchestrator holds a shard's rows and builds its messages at once: 10,000 rows of 7 KB took 870 MB. The first
-    shard is cut once its rows' messages reach ``shard_bytes``, and every later shard holds as many rows (a resume cuts
-    the dataset by that count)."""
+def test_big_rows_are_cut_into_shards_of_fewer_rows_each_where_recorded() -> None:
+    """The orchestrator holds a shard's rows and builds its messages at once: 10,000 rows of 7 KB took 870 MB. A shard
+    is cut once its rows' messages reach ``shard_bytes``, and the spool records where each starts (a resume cuts the
+    dataset by them)."""
     from orchestrator.runner import _plan_new_shard, shard_digest
     from orchestrator.spool import ShardSpool
     from orchestrator.suite import load_suite
@@ -96,13 +96,39 @@ def test_big_rows_are_cut_into_shards_of_fewer_rows_all_alike() -> None:
         for row in rows:
             spool.add(row)
         spooled = list(spool)
-    assert 8 <= spool.shard_rows <= 11, spool.shard_rows  # ~10 rows of about the same size
-    assert [len(s.keys) for s in spooled[:-1]] == [spool.shard_rows] * (len(spooled) - 1)
+    assert all(8 <= len(s.keys) <= 11 for s in spooled[:-1]), [len(s.keys) for s in spooled]  # ~10 rows alike
+    assert spool.starts == [sum(len(s.keys) for s in spooled[:i]) for i in range(len(spooled))]
+    assert [k for s in spooled for k in s.keys] == [r.key for r in rows]
+
+
+def test_rows_that_grow_late_make_shards_of_fewer_rows_not_shards_past_shard_bytes() -> None:
+    """Every shard held the first shard's row count: small rows first, big ones later made shards of 10 times
+    ``shard_bytes``. Each shard is cut by its own rows (the big rows' shards hold ~10 of them)."""
+    from orchestrator.runner import _plan_new_shard, shard_digest
+    from orchestrator.spool import ShardSpool
+    from orchestrator.suite import load_suite
+    from ragscore_workers.schemas import Row
+    from tests.support import make_rows
+
+    resolved = load_suite({"metrics": ["exact_match"]})
+    made = make_rows(200)
+    rows = [Row.model_validate(r) for r in made[:100]] + [
+        Row.model_validate(r | {"answer": "word " * 400}) for r in made[100:]]  # fmt: skip
+    cap = 10 * resolved.message_bytes(rows[-1])
+    with ShardSpool(lambda i, rs: _plan_new_shard("run", i, rs, resolved), shard_digest, 1000,
+                    shard_bytes=cap, row_bytes=resolved.message_bytes) as spool:  # fmt: skip
+        for row in rows:
+            spool.add(row)
+        spooled = list(spool)
+    by_key = {r.key: r for r in rows}
+    sent = [sum(resolved.message_bytes(by_key[k]) for k in s.keys) for s in spooled]
+    assert max(sent) < cap + resolved.message_bytes(rows[-1]), (sent, cap)  # cut at the row that reached it
     assert [k for s in spooled for k in s.keys] == [r.key for r in rows]
 
 
 def _shard_rows_of(metrics: list[str], rows: list[Any], shard_bytes: int) -> int:
-    """The rows a shard holds when ``rows`` are spooled for a suite of ``metrics`` (every row given back in order)."""
+    """The rows the first shard holds when ``rows`` are spooled for a suite of ``metrics`` (every row given back in
+    order)."""
     from orchestrator.runner import _plan_new_shard, shard_digest
     from orchestrator.spool import ShardSpool
     from orchestrator.suite import load_suite
@@ -112,8 +138,9 @@ def _shard_rows_of(metrics: list[str], rows: list[Any], shard_bytes: int) -> int
                     shard_bytes=shard_bytes, row_bytes=resolved.message_bytes) as spool:  # fmt: skip
         for row in rows:
             spool.add(row)
-        assert [k for s in spool for k in s.keys] == [r.key for r in rows]
-    return spool.shard_rows
+        spooled = list(spool)
+        assert [k for s in spooled for k in s.keys] == [r.key for r in rows]
+    return len(spooled[0].keys)
 
 
 def test_shards_are_sized_by_the_messages_their_rows_are_sent_as_not_by_the_whole_rows() -> None:
@@ -127,7 +154,7 @@ def test_shards_are_sized_by_the_messages_their_rows_are_sent_as_not_by_the_whol
 
     rows = [Row.model_validate(r | {"contexts": ["word " * 2000]}) for r in make_rows(200)]  # ~10 KB of contexts
     whole = len(rows[0].model_dump_json(exclude_none=True))
-    assert _shard_rows_of(["exact_match"], rows, 100 * whole) == 1000  # 2 MB of whole rows, ~60 KB of messages
+    assert _shard_rows_of(["exact_match"], rows, 100 * whole) == 200  # one shard: 2 MB of rows, ~60 KB of messages
     held = _shard_rows_of(["exact_match"], rows, 10 * whole)  # messages of ~10 rows' JSON: 1/30 of it
     assert 10 * SHARD_HELD_FACTOR - 2 <= held <= 10 * SHARD_HELD_FACTOR + 1, held
     assert 8 <= _shard_rows_of(["exact_match", "context_relevance"], rows, 10 * whole) <= 11
