@@ -1096,3 +1096,41 @@ def test_a_run_into_a_dir_whose_previous_is_no_folder_of_its_own_is_refused_befo
     assert _reports(out) == before and (out / "previous").read_text() == "mine"
     with _embedded_store(home) as client:
         assert sorted(client.scan_iter("ragscore:run:*:meta")) == runs
+
+
+def test_the_resume_of_a_run_of_shards_of_different_sizes_whose_items_left_takes_them_back_shard_by_shard(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose rows grow late (16 small rows, then 8 of 12 KB) is cut into shards of 8, 8, 4 and 4 rows (each by its
+    own rows' bytes; the rows held at most cut here at 40 KB). Its items leave the store; its resume takes them back
+    from DIR/items.jsonl into the shards where the run recorded each starts: every shard's id list is the one
+    submitted, and the error is scored again alone. Seen failing without: items taken back in shards of the first
+    shard's count (8, 8, 8) were refused as not the run's."""
+    from orchestrator.runner import recorded_cut, run
+    from orchestrator.suite import load_suite
+    from ragscore_workers.planning import DEFAULT_SHARD_BYTES
+    from ragscore_workers.store import RunStore
+
+    monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", 1)
+    monkeypatch.setattr("orchestrator.spool.SHARD_HELD_FACTOR", 40_000 / DEFAULT_SHARD_BYTES)
+    rows = [row | {"question_type": "Yes/No", "expected": "yes"} for row in make_rows(24)]
+    rows[0]["expected"] = "Paris"  # typed_answer's error for that item: the resume takes the items back to score it
+    rows[16:] = [row | {"answer": "x" * 12_000} for row in rows[16:]]
+    out = tmp_path / "out"
+    suite = load_suite({"metrics": ["typed_answer", "exact_match"]})
+    run_id = run(write_jsonl(tmp_path / "d.jsonl", rows), suite, out, shard_rows=8).run_id
+    with _embedded_store(home) as client:
+        store = RunStore(client, DEFAULT_RUN_TTL_S)
+        cut = recorded_cut(store.meta(run_id))
+        assert cut.starts == (0, 8, 16, 20) and store.n_shards(run_id) == 4, cut
+        assert client.hget(f"ragscore:run:{run_id}:meta", "items_in") == str(out.resolve())
+        assert until(lambda: not list(client.scan_iter(f"ragscore:run:{run_id}:item:*")), timeout=30)
+    monkeypatch.setattr("orchestrator.runner.RELEASED_ITEMS_TTL_S", RELEASED_ITEMS_TTL_S)  # kept while checked below
+    again = resume(out, quiet=True)
+    assert again.summary.run_id == run_id and again.summary.state == "finished", again.summary
+    assert again.summary.metrics["typed_answer"].errors == 1 and again.summary.metrics["exact_match"].n == 24
+    with _embedded_store(home) as client:
+        store = RunStore(client, DEFAULT_RUN_TTL_S)
+        restored = [store.shard_keys(run_id, shard) for shard in range(4)]
+    assert [len(keys) for keys in restored] == [8, 8, 4, 4], restored  # each shard's id list as submitted
+    assert [key for keys in restored for key in keys] == [row["id"] for row in rows], restored
