@@ -128,10 +128,11 @@ class GateResult:
 
     @property
     def cannot_fail(self) -> str | None:
-        """Why a regression gate holds whatever the run scores (a baseline mean of 0, or a tolerance over its mean,
-        puts its threshold below 0; over 1 where lower is better), said in its row: ``threshold below 0: cannot
-        fail``; None for a gate that can fail."""
-        if self.kind != "regression":
+        """Why a regression gate holds whatever the run scores in 0..1 (a baseline mean of 0, or a tolerance over its
+        mean, puts its threshold below 0; over 1 where lower is better), said in its row: ``threshold below 0:
+        cannot fail``; None for a gate that can fail, and for one that failed for want of a value (its output
+        scored no item)."""
+        if self.kind != "regression" or self.actual is None:
             return None
         if self.lower_better and self.threshold > 1 and not self.metric.endswith(RAW_SUFFIX):
             return "threshold above 1: cannot fail"

@@ -252,6 +252,10 @@ def test_a_regression_gate_whose_threshold_no_score_can_miss_says_it_cannot_fail
     over = evaluate_gates(current, [], baseline, tolerance=0.9)[1]  # mrr: 0.75 - 0.9
     assert over.cannot_fail == "threshold below 0: cannot fail"
     assert "threshold below 0: cannot fail" in render_gates([zero, mrr])
+    unscored = _summary({"exact_match": [None, None], "mrr": [1.0, 0.0]}, "cur")
+    failed = evaluate_gates(unscored, [], baseline, tolerance=0.1)[0]  # no value: it fails, and its row says so alone
+    assert failed.threshold < 0 and not failed.passed and failed.cannot_fail is None
+    assert "cannot fail" not in gate_cells(failed)[1]
 
 
 def _two_systems() -> RunSummary:
