@@ -514,10 +514,10 @@ def _resumed_gates(
             out, run_id, broker, junit, junit_items
         )
     _refuse_its_own_baseline(out, baseline_dir, run_id, broker)
+    if stored is None:  # not resumable: its JUnit file, the last good report, is left as it is
+        return None
     if junit is not None:
         _check_junit_path(junit)
-    if stored is None:
-        return None
     return GatePlan.build(stored.suite.gates, stored.outputs(), fail_under=fail_under or (), baseline_dir=baseline_dir,
                           tolerance=tolerance, junit=junit, junit_items=junit_items)  # fmt: skip
 

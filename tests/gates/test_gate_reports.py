@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,19 @@ def test_evaluate_resume_and_assert_scores_write_their_gates_as_ragscore_run_doe
                   out=checked)  # fmt: skip
     assert [g["gate"] for g in _gates(checked)["gates"]] == ["exact_match=0", "exact_match:ci_low=0"]
     assert "all 2 gates hold" in _md(checked)
+
+
+def test_a_resume_the_store_lacks_the_run_of_keeps_the_junit_report_it_was_started_with(
+    tmp_path: Path, home: Path
+) -> None:
+    """``ragscore resume DIR`` of a run started with ``--junit FILE`` removed FILE (the last good report) before it
+    found that its store lacks the run and refused: the path is checked only for a run it can resume."""
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    started = ragscore("run", DATA, "--suite", SUITE, "--out", out, "-q", "--fail-under", "exact_match=0.1",
+                       "--junit", junit, home=home)  # fmt: skip
+    assert started.returncode == 0 and junit.exists(), started.stderr
+    report = junit.read_text()
+    with tempfile.TemporaryDirectory(prefix="rsh-", dir="/tmp") as fresh:  # a store that never saw the run
+        refused = ragscore("resume", out, "-q", home=Path(fresh))
+    assert refused.returncode == 2, refused.stderr
+    assert junit.read_text() == report
