@@ -893,15 +893,14 @@ def _print_whole_run(estimate, resolved, *, cluster: str | None, judge_threads: 
     """The dry run's last line: the whole run's time, what bounds it, and how sure that is (:mod:`.run_time`); the
     cpu queue's sample is timed here first (:func:`.queue_time.time_items`)."""
     from .estimate import host_load
-    from .queue_time import code_limit_s, time_items
+    from .queue_time import time_items
     from .run_time import whole_run, whole_run_line
     from .terminal import TerminalConsole
 
     load = host_load()  # before the sample's own work adds to it
     if estimate.cpu_sample.items:
         estimate.cpu = time_items(estimate.cpu_sample, resolved)
-    run = whole_run(estimate, resolved.suite, embedded=not cluster, load=load, pools=_pools(cluster),
-                    code_limit_s=code_limit_s(resolved))  # fmt: skip
+    run = whole_run(estimate, resolved.suite, embedded=not cluster, load=load, pools=_pools(cluster))
     rounds = estimate.local_rounds(judge_threads) if judge_threads is not None else None
     line = whole_run_line(run, local_rounds=rounds)
     TerminalConsole().print(line, markup=False, highlight=False, soft_wrap=True)

@@ -55,7 +55,7 @@ from .datasets import scan_dataset
 from .encode_rates import MeasuredRate
 from .floors import in_flight_rounds, pace_minutes, window_minutes
 from .gold_ids import FROM_TARGETS, RetrievalCheck
-from .queue_time import ItemSample, QueueTiming
+from .queue_time import ItemSample, ProgramTally, QueueTiming, code_programs_s
 from .suite import QUEUE_ORDER, ResolvedSuite
 
 __all__ = [
@@ -238,12 +238,12 @@ class Estimate:
     scoreless: list[str] = field(default_factory=list)
     #: The texts the embedding metrics would encode (None: the suite has none).
     embed: EmbedTally | None = None
-    #: Items per queue (an item scored there by one metric or more).
-    queue_items: dict[str, int] = field(default_factory=dict)
     #: The cpu queue's items a dry run times (:func:`~.queue_time.time_items`), spread through the file.
     cpu_sample: ItemSample = field(default_factory=ItemSample)
     #: The cpu queue's time as the sample measured it (None: not timed).
     cpu: QueueTiming | None = None
+    #: The programs the code queue's items may run, at their time limits (counted by the dry run alone).
+    code: ProgramTally = field(default_factory=ProgramTally)
 
     def judge_total(self) -> CallTally:
         total = CallTally()
@@ -518,8 +518,8 @@ class _EmbedPlanner:
 class RunCount:
     """What a run of ``resolved`` does, counted a row at a time as it is read (the dry run's count, and submit's of
     the judge calls its run will make: :func:`judge_calls_planned`); ``redis``: look up cached replies; ``texts``:
-    count the texts its embedding metrics encode and sample the cpu queue's items too (the dry run: submit has no use
-    for them)."""
+    count the texts its embedding metrics encode, sample the cpu queue's items and count the code queue's programs
+    too (the dry run: submit has no use for them)."""
 
     def __init__(self, resolved: ResolvedSuite, redis: Any | None = None, *, texts: bool = True) -> None:
         self.resolved = resolved
@@ -539,10 +539,11 @@ class RunCount:
                 estimate.systems.add(answered.system)
             for queue, names in self.resolved.row_queues(answered).items():
                 self.units[queue] = self.units.get(queue, 0) + sum(self.per_metric[n] for n in names)
-                estimate.queue_items[queue] = estimate.queue_items.get(queue, 0) + 1
                 if queue == "cpu" and self.sampled:  # a target's reply, not yet had: the reply the count assumes
                     filled = {"answer": self.embed.reply} if answered.answer == PLACEHOLDER else {}
                     estimate.cpu_sample.see(answered.model_copy(update=filled), names)
+                elif queue == "code" and self.sampled:
+                    estimate.code.add(code_programs_s(self.resolved, answered, names))
             self.judge.add(answered)
             self.embed.add(answered)
         for target in targets:

@@ -5,9 +5,9 @@ process (:data:`SAMPLE_ITEMS` at most, spread through the file by a seeded reser
 after the first item's untimed load, :data:`SAMPLE_LOAD_S` at most; a metric that hangs is left to its daemon thread,
 its item counted at the time it took so far), and their time an item is scaled by the items the queue scores over its
 worker processes. It is the metrics' own time: a worker adds its messages and writes, and a metric whose time varies
-with its input more than the sample shows may take longer. The code queue's is bounded: each item may run for its time
-limit (the metric's ``timeout_s``, else the suite's ``sandbox.timeout_s``), so ``items x limit / processes`` is the most
-its programs take; most end far sooner, and a dry run does not run them.
+with its input more than the sample shows may take longer. The code queue's is bounded: each of its items' programs
+(:func:`code_programs_s`: a ``code_test``'s one, a ``checks``'s each ``code_test`` point) may run for its time limit, so
+their limits together over the processes are the most they take; most end far sooner, and a dry run does not run them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from ragscore_workers.metrics._validators import PointSpecError
+from ragscore_workers.metrics.checks import ChecksParams, parse_points
+from ragscore_workers.metrics.code_test import CodeTestParams
 from ragscore_workers.metrics.registry import MetricDef, RunContext
-from ragscore_workers.schemas import Queue, Row
+from ragscore_workers.schemas import Row
 from ragscore_workers.scoring import score_rows
 
 from .suite import ResolvedSuite
@@ -30,8 +33,9 @@ __all__ = [
     "SAMPLE_ITEMS",
     "SAMPLE_LOAD_S",
     "ItemSample",
+    "ProgramTally",
     "QueueTiming",
-    "code_limit_s",
+    "code_programs_s",
     "time_items",
 ]
 
@@ -153,9 +157,47 @@ def _of(metrics: dict[str, tuple[MetricDef, BaseModel]], names: list[str]) -> li
     return [metrics[name] for name in names if name in metrics]
 
 
-def code_limit_s(resolved: ResolvedSuite) -> float:
-    """The longest an item of the code queue may run: the longest time limit of the metrics that may score there
-    (``timeout_s``, else the suite's ``sandbox.timeout_s``)."""
-    suite_s = resolved.suite.sandbox.timeout_s
-    coded = [params for metric, params in resolved.scoring if Queue.CODE in metric.possible_queues]
-    return max((getattr(params, "timeout_s", None) or suite_s for params in coded), default=suite_s)
+@dataclass
+class ProgramTally:
+    """The programs the code queue's items may run, with their time limits."""
+
+    programs: int = 0
+    #: Their time limits, together.
+    seconds: float = 0.0
+    #: The longest of them.
+    longest_s: float = 0.0
+
+    def add(self, limits: list[float]) -> None:
+        """Count an item's programs, each at its time limit in ``limits``."""
+        self.programs += len(limits)
+        self.seconds += sum(limits)
+        self.longest_s = max(self.longest_s, *limits, 0.0)
+
+
+def code_programs_s(resolved: ResolvedSuite, row: Row, names: list[str]) -> list[float]:
+    """The time limit of each program ``row`` may run on the code queue, scored there by the metrics ``names``, one
+    after another: a ``code_test``'s one; a ``checks``'s one each of its ``code_test`` points (the code_test validator
+    runs them all); any other metric's (a plugin's) one. A limit is the metric's or point's ``timeout_s``, else the
+    suite's ``sandbox.timeout_s``."""
+    sandbox_s = resolved.suite.sandbox.timeout_s
+    limits: list[float] = []
+    for metric, params in resolved.scoring:
+        if metric.name not in names:
+            continue
+        if isinstance(params, ChecksParams):
+            limits.extend(_point_limits(row, params, sandbox_s))
+        else:
+            limits.append(getattr(params, "timeout_s", None) or sandbox_s)
+    return limits
+
+
+def _point_limits(row: Row, params: ChecksParams, sandbox_s: float) -> list[float]:
+    """The time limits of the ``code_test`` points of ``row``'s checks (its own, else the suite's ``checks.points``):
+    a row's own at most ``sandbox_s``, as ``run_code_test`` caps the points that come with the data; none where the
+    points do not parse (the row fails, running none)."""
+    try:
+        parsed = parse_points(row.checks if row.checks is not None else params.points or [])
+    except PointSpecError:
+        return []
+    limits = [p.params.timeout_s or sandbox_s for p in parsed if isinstance(p.params, CodeTestParams)]
+    return [min(limit, sandbox_s) for limit in limits] if row.checks is not None else limits

@@ -4,8 +4,9 @@ The queues work side by side (each its own workers), so a run lasts about as lon
 comes before that part's first unit: the judge's calls under its rate limits (a floor: no worker count sends them
 sooner; re-asks, retries and 429s only add), the embed queue's encode at its measured or assumed rate with the
 model's load before it, a target's calls under its ``rpm``, the cpu queue's metrics at the time a sample of its items
-took here (:mod:`.queue_time`), over its worker processes. The code queue's programs are not run: the most they take
-(each item at its time limit) is said beside, an upper bound. Not timed are the judge's calls where none of its
+took here (:mod:`.queue_time`), over its worker processes. The code queue's programs are not run: what they take each
+at its time limit is said beside (an upper bound on the local sandbox; a docker container's start adds to each). Not
+timed are the judge's calls where none of its
 limits bounds them: their time is the provider's reply time, which a dry run cannot know. The range's high end is
 the slowest part where this machine is busy (the embed encode made slower as :meth:`~.estimate.EmbedTally.busy_s`
 says, the cpu queue's processes on the cores the load leaves them); where nothing makes it higher, the estimate has
@@ -14,6 +15,7 @@ no range.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ragscore_workers.counts import counted, thousands
@@ -22,7 +24,7 @@ from ragscore_workers.schemas import Suite
 from .estimate import EMBED_MODEL_LOAD_S, EMBED_WORKER_START_S, Estimate
 from .floors import limit_said
 from .progress import fmt_duration
-from .queue_time import SAMPLE_LOAD_S
+from .queue_time import SAMPLE_LOAD_S, ProgramTally
 
 __all__ = ["Part", "Pools", "WholeRun", "whole_run", "whole_run_line"]
 
@@ -72,7 +74,7 @@ class WholeRun:
     #: The judge's paid calls where none of its limits bounds them (it has no part): their time is the provider's
     #: reply time, which a dry run cannot know.
     unbound_judge_calls: int = 0
-    #: The most the code queue's programs take (each item at its time limit), said; empty where it has no work.
+    #: What the code queue's programs take at their time limits, said; empty where it has none.
     code_bound: str = ""
     #: Whether the cpu queue's sample was not scored within its bound (its first item's load, or a metric hanging).
     unsampled: bool = False
@@ -95,22 +97,21 @@ def whole_run(
     embedded: bool,
     load: tuple[float, int] | None = None,
     pools: Pools | None = None,
-    code_limit_s: float | None = None,
 ) -> WholeRun:
     """The timed parts of the run ``estimate`` counts: the judge's (where its limits reach), the embed queue's, each
     target's and the cpu queue's (where its sample was timed); ``embedded``: the run starts its own workers here;
     ``load``: this machine's load average and cores; ``pools``: the cpu and code worker processes (None: those queues
-    are not timed); ``code_limit_s``: the longest an item of the code queue may run."""
+    are not timed; the code queue's programs are said at their time limits)."""
     judge = _judge_part(estimate, suite)
     cpu = _cpu_part(estimate, pools, load if embedded else None)
     parts = [*judge, *_embed_part(estimate, embedded, load), *_target_parts(estimate, suite), *cpu]
     timed = {"cpu"} if cpu else set()
-    if pools is not None and code_limit_s is not None:
+    if pools is not None and estimate.code.programs:
         timed.add("code")
     untimed = {q: estimate.units[q] for q in UNTIMED_QUEUES if estimate.units.get(q) and q not in timed}
     # a call too large for tpm is never sent (an error, said above): not calls that no limit bounds
     unbound = 0 if judge or estimate.too_large(suite) else estimate.judge_total().paid
-    code = _code_bound(estimate.queue_items.get("code", 0), pools, code_limit_s)
+    code = _code_bound(estimate.code, pools, suite.sandbox.backend)
     unsampled = estimate.cpu is not None and not estimate.cpu.timed
     return WholeRun(tuple(parts), untimed, load, unbound, code, unsampled)
 
@@ -131,17 +132,25 @@ def _cpu_part(estimate: Estimate, pools: Pools | None, load: tuple[float, int] |
     return [Part("cpu", seconds, max(seconds, busy), bound, floor=False)]
 
 
-def _code_bound(items: int, pools: Pools | None, limit_s: float | None) -> str:
-    """The most the code queue's ``items`` take at ``limit_s`` each over its worker processes, said as an upper
-    bound; empty where it has none (or its pools or limit are not given)."""
-    if not items or pools is None or limit_s is None:
+def _code_bound(tally: ProgramTally, pools: Pools | None, backend: str) -> str:
+    """What the code queue's programs (``tally``) take at their time limits over its worker processes: on the
+    ``local`` sandbox ``backend`` the most, said as an upper bound; on ``docker`` (or ``auto``, docker where an engine
+    answers) each one's container start adds to it, said so; empty where it has none (or its pools are not given)."""
+    if not tally.programs or pools is None:
         return ""
-    most = items * limit_s / max(1, pools.code)
+    seconds = fmt_duration(tally.seconds / max(1, pools.code))
+    up_to = "" if math.isclose(tally.seconds, tally.programs * tally.longest_s) else "up to "
     processes = counted(pools.code, "code worker process", "code worker processes")
     assumed = ", assumed as no cluster worker of the code queue says it runs" if pools.code_assumed else ""
-    return (f"the code queue at most {fmt_duration(most)} ({counted(items, 'item')} at their time limit of "
-            f"{limit_s:g} s each over {processes}{assumed}: an upper bound, as a dry run does not run the programs "
-            "and most end far sooner)")  # fmt: skip
+    limits = f"{up_to}{tally.longest_s:g} s each over {processes}{assumed}"
+    programs = counted(tally.programs, "program")
+    not_run = "a dry run does not run the programs and most end far sooner"
+    if backend == "local":
+        return (f"the code queue at most {seconds} ({programs} at their time limits of {limits}: an upper bound, as "
+                f"{not_run})")  # fmt: skip
+    docker = "" if backend == "docker" else " where sandbox.backend auto finds an engine"
+    return (f"the code queue's programs {seconds} at their time limits ({programs} of {limits}, each one's docker "
+            f"container start besides{docker}: {not_run})")  # fmt: skip
 
 
 def _judge_part(estimate: Estimate, suite: Suite) -> list[Part]:

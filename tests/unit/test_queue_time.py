@@ -1,5 +1,5 @@
 """The dry run's time of the cpu queue (a sample of its items scored here by the registry's real metric functions,
-scaled by its items and worker processes) and the code queue (an upper bound at each item's time limit). Both were
+scaled by its items and worker processes) and the code queue (its items' programs at their time limits). Both were
 said as "not timed"."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.estimate import RunCount, estimate_run
-from orchestrator.queue_time import SAMPLE_ITEMS, ItemSample, QueueTiming, code_limit_s, time_items
+from orchestrator.queue_time import SAMPLE_ITEMS, ItemSample, QueueTiming, time_items
 from orchestrator.run_time import Pools, whole_run, whole_run_line
 from orchestrator.suite import load_suite
 from ragscore_workers.schemas import Row
@@ -35,8 +35,7 @@ def _timed_line(tmp_path: Path, rows: int, suite: dict[str, object]) -> tuple[st
     estimate = estimate_run(write_jsonl(tmp_path / f"d{rows}.jsonl", _rows(rows)), resolved)
     if estimate.cpu_sample.items:
         estimate.cpu = time_items(estimate.cpu_sample, resolved)
-    run = whole_run(estimate, resolved.suite, embedded=True, load=(0.1, 2), pools=POOLS,
-                    code_limit_s=code_limit_s(resolved))  # fmt: skip
+    run = whole_run(estimate, resolved.suite, embedded=True, load=(0.1, 2), pools=POOLS)
     return whole_run_line(run), run
 
 
@@ -86,17 +85,58 @@ def test_a_suite_with_no_cpu_metric_has_no_cpu_time_and_times_nothing(tmp_path: 
     assert "cpu" not in said, said
 
 
-def test_the_code_queue_is_bounded_by_its_time_limit_and_said_as_an_upper_bound(tmp_path: Path) -> None:
-    """30 rows of code_test at ``sandbox.timeout_s: 4`` over 3 code processes: at most 30 x 4 / 3 = 40 s, said as an
-    upper bound. Seen failing before: "not timed: the code queue's 30 outputs"."""
-    rows = [{"id": f"c{i}", "question": "print 1", "code": "print(1)"} for i in range(30)]
-    resolved = load_suite({"name": "code-dry", "metrics": ["code_test"], "sandbox": {"timeout_s": 4}})
+def _code_line(tmp_path: Path, rows: list[dict[str, object]], metrics: list[object], backend: str = "local") -> str:
+    """The whole run's line of ``rows`` scored by ``metrics`` at ``sandbox.timeout_s: 4`` over 3 code processes."""
+    suite = {"name": "code-dry", "metrics": metrics, "sandbox": {"timeout_s": 4, "backend": backend}}
+    resolved = load_suite(suite)
     estimate = estimate_run(write_jsonl(tmp_path / "c.jsonl", rows), resolved)
-    run = whole_run(estimate, resolved.suite, embedded=True, pools=POOLS, code_limit_s=code_limit_s(resolved))
-    said = whole_run_line(run)
-    assert ("the code queue at most 0m40s (30 items at their time limit of 4 s each over 3 code worker processes: an "
-            "upper bound, as a dry run does not run the programs and most end far sooner)") in said, said  # fmt: skip
+    return whole_run_line(whole_run(estimate, resolved.suite, embedded=True, pools=POOLS))
+
+
+CODE_ROWS = [{"id": f"c{i}", "question": "print 1", "code": "print(1)"} for i in range(30)]
+CODE_POINT = {"type": "code_test", "params": {"stdout": "1"}}
+THREE_POINTS = {"name": "checks", "params": {"points": [{"id": f"p{i}", **CODE_POINT} for i in range(3)]}}
+NOT_RUN = "a dry run does not run the programs and most end far sooner"
+
+
+@pytest.mark.parametrize(
+    ("metrics", "bound"),
+    [(["code_test"], "0m40s (30 programs"), ([THREE_POINTS], "2m00s (90 programs"),
+     (["code_test", THREE_POINTS], "2m40s (120 programs")],
+    ids=["code_test", "checks-of-3-points", "both"],
+)  # fmt: skip
+def test_the_code_queue_is_bounded_by_its_items_programs_at_their_time_limit(
+    tmp_path: Path, metrics: list[object], bound: str
+) -> None:
+    """30 rows at ``sandbox.timeout_s: 4`` over 3 code processes on the local sandbox: a code_test runs one program a
+    row (30 x 4 / 3 = 40 s at most), a checks of 3 code_test points three one after another (2 min), both four. Seen
+    failing before: the checks' bound was "at most 0m40s (30 items ...", each row counted once at its limit."""
+    said = _code_line(tmp_path, CODE_ROWS, metrics)
+    assert (f"the code queue at most {bound} at their time limits of 4 s each over 3 code worker processes: an upper "
+            f"bound, as {NOT_RUN})") in said, said  # fmt: skip
     assert "not timed" not in said, said
+
+
+def test_a_rows_own_code_test_points_count_at_the_sandboxs_limit_at_most(tmp_path: Path) -> None:
+    """The suite's point of ``timeout_s: 8`` on 10 rows, and 10 rows' own 2 points of ``timeout_s: 60``, which the
+    sandbox runs at its 4 s (a row's point may only lower it): (10 x 8 + 20 x 4) / 3 = 53 s, up to 8 s a program."""
+    own = [{"id": f"o{i}", **CODE_POINT, "params": {"stdout": "1", "timeout_s": 60}} for i in range(2)]
+    rows = [{**row, "checks": own} if i % 2 else row for i, row in enumerate(CODE_ROWS[:20])]
+    suite_point = {"name": "checks", "params": {"points": [{**CODE_POINT, "params": {"stdout": "1", "timeout_s": 8}}]}}
+    said = _code_line(tmp_path, rows, [suite_point])
+    assert "the code queue at most 0m53s (30 programs at their time limits of up to 8 s each over 3 code " in said, said
+
+
+def test_the_code_queue_on_docker_is_not_said_as_an_upper_bound(tmp_path: Path) -> None:
+    """On the docker sandbox (``auto``'s where an engine answers) each program's container start adds to its time
+    limit: the line says the programs' time at their limits, not an upper bound. Seen failing before: "at most 0m40s
+    (30 items at their time limit of 4 s each ...: an upper bound" whatever the backend."""
+    said = {backend: _code_line(tmp_path, CODE_ROWS, ["code_test"], backend) for backend in ("docker", "auto")}
+    assert ("the code queue's programs 0m40s at their time limits (30 programs of 4 s each over 3 code worker "
+            f"processes, each one's docker container start besides: {NOT_RUN})") in said["docker"], said  # fmt: skip
+    assert ("each one's docker container start besides where sandbox.backend auto finds an engine: "
+            f"{NOT_RUN})") in said["auto"], said  # fmt: skip
+    assert "upper bound" not in said["docker"] + said["auto"], said
 
 
 def test_the_dry_run_prints_the_cpu_queue_time_with_its_processes(tmp_path: Path) -> None:
@@ -122,8 +162,8 @@ def test_submits_count_of_a_run_samples_no_cpu_item(tmp_path: Path) -> None:
     for row in _rows(100):
         submits.see(Row.model_validate(row))
         dry.see(Row.model_validate(row))
-    assert not submits.finish(100).cpu_sample.items and submits.estimate.queue_items == {"cpu": 100}
-    assert len(dry.finish(100).cpu_sample.items) == SAMPLE_ITEMS
+    assert not submits.finish(100).cpu_sample.items and submits.estimate.units == dry.finish(100).units
+    assert len(dry.estimate.cpu_sample.items) == SAMPLE_ITEMS
 
 
 def _flagged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, rows: list[dict[str, object]]) -> tuple[str, object]:
