@@ -1,5 +1,5 @@
-"""scripts/lint is the one place of the lint commands: ruff's rules and its format check, which scripts/test (and so
-the CI) runs; scripts/test ran ``ruff check`` alone, so code the format check refused passed the CI."""
+"""scripts/lint is the one place of the lint commands: ruff's rules, its format check and mypy, which scripts/test
+(and so the CI) runs; scripts/test ran ``ruff check`` alone, so code the format check refused passed the CI."""
 
 from __future__ import annotations
 
@@ -11,14 +11,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _project(tmp_path: Path, code: str) -> Path:
-    """A project of scripts/lint, pyproject.toml (ruff's settings) and ``code`` in ``ok.py``, linted by this
-    checkout's ruff."""
+def _project(tmp_path: Path, code: str, typed: str = "") -> Path:
+    """A project of scripts/lint, pyproject.toml (ruff's and mypy's settings), ``code`` in ``ok.py`` and ``typed`` in
+    the packages mypy checks, linted by this checkout's ruff and mypy (its .venv's python, run through a script: a
+    link out of the venv would not find the venv's packages)."""
     (tmp_path / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "lint", tmp_path / "scripts" / "lint")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "ruff").symlink_to(ROOT / ".venv" / "bin" / "ruff")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{ROOT / ".venv" / "bin" / "python"}" "$@"\n')
+    python.chmod(0o755)
+    for package in ("orchestrator", "ragscore_workers"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(typed if package == "orchestrator" else "")
     (tmp_path / "ok.py").write_text(code)
     return tmp_path
 
@@ -45,6 +52,15 @@ def test_lint_passes_code_both_pass_and_refuses_a_rules_problem_still_checking_t
     assert (
         refused.returncode == 1 and "F401" in said and "--> ok.py" in said and "1 file would be reformatted" in said
     ), said
+
+
+def test_lint_refuses_a_type_error_its_ruff_checks_pass(tmp_path: Path) -> None:
+    """scripts/lint ran ruff alone: a type error showed first in the test pass (tests/unit/test_types.py), minutes
+    later. It runs mypy over the packages too."""
+    typed = 'from __future__ import annotations\n\ncount: int = "one"\n'
+    refused = _lint(_project(tmp_path, 'numbers = {"one": 1}\n', typed))
+    said = refused.stdout + refused.stderr
+    assert refused.returncode == 1 and "All checks passed!" in said and "[assignment]" in said, said
 
 
 def test_scripts_test_lints_through_scripts_lint_alone() -> None:
